@@ -1,0 +1,3 @@
+from agentcompass.cli import entry
+
+entry()

@@ -1,0 +1,247 @@
+"""The `agentcompass` command line: argv → Hydra overrides → composed, validated runs.
+
+Only argparse and the standard library are imported at start-up; Hydra, the SDKs and
+the execution core load when a command needs them, so `--help` and `list` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+from agentcompass import __version__
+from agentcompass.errors import UserError
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+RUN_EXAMPLES = """examples:
+  agentcompass run demo oracle none
+  agentcompass run demo nop none --env local --k 3 --task-concurrency 8
+  agentcompass run swebench_verified mini_swe_agent openai/gpt-4o-mini --env docker \\
+      --benchmark-params '{"limit": 5}'
+  agentcompass run demo oracle none -m run.k=1,2          # a Hydra multirun: two runs
+  agentcompass run demo oracle none --config ~/secrets.yaml --run-name nightly
+"""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports bad usage as one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{self.prog}: {message}; see '{self.prog} --help'")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = True) -> None:
+    parser.add_argument("words", nargs="*", metavar="BENCHMARK HARNESS MODEL [KEY=VALUE ...]",
+                        help="names from `agentcompass list`, then Hydra overrides; MODEL is a preset, "
+                             "a provider/model string, or none")
+    parser.add_argument("--env", default=None, help="execution environment: local (default), docker, modal, gcp")
+    parser.add_argument("--benchmark-params", metavar="JSON", help="deep-merged into benchmark.params")
+    parser.add_argument("--harness-params", metavar="JSON", help="deep-merged into harness")
+    parser.add_argument("--env-params", metavar="JSON", help="deep-merged into env")
+    parser.add_argument("--model-params", metavar="JSON", help="deep-merged into model.params")
+    parser.add_argument("--model-base-url", metavar="URL", help="the model endpoint's base URL")
+    parser.add_argument("--model-api-key", metavar="KEY", help="the model API key (never written anywhere)")
+    parser.add_argument("--config", action="append", default=[], type=Path, metavar="FILE",
+                        help="private YAML overlay, highest precedence (repeatable; e.g. credentials)")
+    parser.add_argument("--config-dir", action="append", default=[], type=Path, metavar="DIR",
+                        help="user dir with recipes/ harnesses/ providers/ models/ (repeatable)")
+    if with_run_flags:
+        parser.add_argument("--task-concurrency", type=positive_int, metavar="N", help="trials at once (default 4)")
+        parser.add_argument("--k", type=positive_int, metavar="N", help="attempts per task (default 1)")
+        parser.add_argument("--max-retries", type=non_negative_int, metavar="N", help="infra retries (default 2)")
+        parser.add_argument("--results-dir", metavar="DIR", help="default results/")
+        parser.add_argument("--run-name", metavar="NAME", help="default a timestamp; reuse a name to resume")
+        parser.add_argument("-m", "--multirun", action="store_true", help="sweep comma-separated values (Hydra multirun)")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="agentcompass", description="Run coding-agent benchmarks: any benchmark, harness, model and environment.")
+    parser.add_argument("--version", action="version", version=f"agentcompass {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    run = sub.add_parser("run", help="run a benchmark with a harness and a model", epilog=RUN_EXAMPLES,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_selection_args(run)
+    lst = sub.add_parser("list", help="list benchmarks, harnesses, models and envs")
+    lst.add_argument("group", nargs="?", choices=["benchmarks", "harnesses", "models", "envs"])
+    lst.add_argument("--config-dir", action="append", default=[], type=Path, metavar="DIR")
+    cfg = sub.add_parser("config", help="inspect the composed config")
+    cfg_sub = cfg.add_subparsers(dest="config_command", metavar="show", parser_class=Parser, required=True)
+    show = cfg_sub.add_parser("show", help="print the composed config as YAML, secrets redacted")
+    add_selection_args(show)
+    for module in extra_commands().values():
+        module.register(sub)
+    return parser
+
+
+def extra_commands() -> dict[str, Any]:
+    import importlib
+
+    from agentcompass.commands import COMMAND_MODULES
+
+    return {name: importlib.import_module(path) for name, path in COMMAND_MODULES.items()}
+
+
+def split_words(words: list[str]) -> tuple[list[str], list[str]]:
+    names = [w for w in words if "=" not in w]
+    overrides = [w for w in words if "=" in w]
+    return names, overrides
+
+
+def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str]) -> "Any":
+    """Turn parsed flags into Hydra overrides; JSON and names are checked here."""
+    from agentcompass.config import CUSTOM_MODEL, GROUPS, Invocation, check_choice, group_entries
+    from agentcompass.overrides import PARAM_TARGETS, flatten, hydra_value, parse_json_object
+
+    invocation = Invocation(overrides=[], config_files=list(args.config), config_dirs=list(args.config_dir),
+                            model_api_key=args.model_api_key)
+    roots = invocation.roots()
+    for path in invocation.config_files:
+        if not path.is_file():
+            raise UserError(f"--config file '{path}' does not exist; pass a YAML file")
+    benchmark, harness, model = names
+    overrides: list[str] = []
+    for key, value in (("benchmark", benchmark), ("harness", harness), ("env", args.env or "local")):
+        for item in value.split(","):
+            check_choice(key, item, roots)
+        overrides.append(f"{GROUPS[key][1]}={value}")
+    presets = group_entries("model", roots)
+    model_items = model.split(",")
+    if all(m in presets for m in model_items):
+        overrides.append(f"{GROUPS['model'][1]}={model}")
+    elif all("/" in m for m in model_items):
+        overrides += [f"{GROUPS['model'][1]}={CUSTOM_MODEL}", f"model.name={','.join(hydra_value(m) for m in model_items)}"]
+    else:
+        bad = next(m for m in model_items if m not in presets and "/" not in m)
+        check_choice("model", bad, roots)  # raises, naming the closest preset
+        raise UserError("MODEL sweeps must be all presets or all provider/model strings")
+    for flag, target in PARAM_TARGETS.items():
+        text = getattr(args, flag)
+        if text is not None:
+            overrides += flatten(target, parse_json_object(flag, text))
+    if args.model_base_url:
+        overrides.append(f"++model.base_url={hydra_value(args.model_base_url)}")
+    run_flags = {"task_concurrency": "run.task_concurrency", "k": "run.k", "max_retries": "run.max_retries",
+                 "results_dir": "run.results_dir", "run_name": "run.run_name"}
+    for flag, key in run_flags.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides.append(f"{key}={hydra_value(value)}")
+    invocation.overrides = overrides + extra
+    return invocation
+
+
+def selection(args: argparse.Namespace, command: str) -> tuple[list[str], list[str]]:
+    names, extra = split_words(args.words)
+    if len(names) != 3:
+        raise UserError(f"{command} needs BENCHMARK HARNESS MODEL, got {len(names)} name(s): {' '.join(names) or 'none'}; "
+                        f"e.g. agentcompass {command} demo oracle none")
+    return names, extra
+
+
+def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    names, extra = selection(args, "run")
+    if args.run_name is None:
+        args.run_name = time.strftime("%Y%m%d-%H%M%S")
+    elif not args.run_name or "/" in args.run_name or args.run_name.startswith("."):
+        raise UserError(f"--run-name {args.run_name!r} must be a plain name (no '/', not starting with '.')")
+    invocation = build_invocation(args, names, extra)
+    from agentcompass.launch import launch
+
+    return launch(invocation, multirun=args.multirun, argv=argv)
+
+
+def cmd_config_show(args: argparse.Namespace, argv: list[str]) -> int:
+    names, extra = selection(args, "config show")
+    args.run_name = args.run_name if getattr(args, "run_name", None) else "<timestamp>"
+    invocation = build_invocation(args, names, extra)
+    from agentcompass.launch import show_config
+
+    print(show_config(invocation), end="")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace, argv: list[str]) -> int:
+    from agentcompass.config import PLURALS, describe, group_entries, search_roots
+
+    roots = search_roots(list(args.config_dir))
+    groups = [args.group] if args.group else list(PLURALS)
+    for plural in groups:
+        entries = group_entries(PLURALS[plural], roots)
+        print(f"{plural}:")
+        width = max((len(n) for n in entries), default=0)
+        for name, path in entries.items():
+            print(f"  {name.ljust(width)}  {describe(path)}")
+    return 0
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = os.environ.get("AGENTCOMPASS_DEBUG") == "1"
+    try:
+        parser = build_parser()
+        command = argv[0] if argv else None
+        commands = subcommands(parser)
+        if command not in commands:
+            parser.parse_args(argv)  # --help, --version, or an unknown command (one-line error)
+            parser.print_help()
+            return 0
+        sub = commands[command]
+        if command == "config":
+            if len(argv) < 2 or argv[1] not in ("show", "-h", "--help"):
+                raise UserError("agentcompass config: expected 'show'; see 'agentcompass config --help'")
+            if argv[1] != "show":
+                sub.print_help()
+                return 0
+            sub, argv = subcommands(sub)["show"], argv[1:]
+        # Intermixed parsing: flags, names and KEY=VALUE overrides in any order.
+        args = sub.parse_intermixed_args(argv[1:])
+        args.command = command
+        handlers = {"run": cmd_run, "list": cmd_list, "config": cmd_config_show,
+                    **{name: module.handle for name, module in extra_commands().items()}}
+        return handlers[command](args, argv)
+    except UserError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def entry() -> NoReturn:
+    sys.exit(main())

@@ -1,0 +1,8 @@
+"""Commands beyond run/list/config: each module has `register(subparsers)` and `handle(args, argv) -> int`.
+
+These modules import only the standard library at top level, so `agentcompass --help` stays fast.
+"""
+
+COMMAND_MODULES: dict[str, str] = {
+    # command name -> module, e.g. "cleanup": "agentcompass.commands.cleanup"
+}

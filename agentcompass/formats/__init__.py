@@ -1,0 +1,1 @@
+"""Task formats: turn a data source into tasks and grade a finished sandbox."""

@@ -1,0 +1,86 @@
+"""The task-format contract and the task selection every format shares."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agentcompass.errors import UserError
+from agentcompass.schema import Recipe
+from agentcompass.task import AgentOutcome, Grade, Task
+
+if TYPE_CHECKING:
+    from agentcompass.sandbox import Sandbox
+    from agentcompass.trial import TrialContext
+
+
+class TaskFormat(Protocol):
+    def __init__(self, recipe: Recipe) -> None: ...
+
+    def load(self) -> list[Task]: ...
+
+    def stage(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
+        """Put the task's starting state into a freshly opened sandbox."""
+
+    def solve(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> AgentOutcome:
+        """Apply the reference solution (what the oracle harness does)."""
+
+    def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade: ...
+
+
+SELECTION_PARAMS = {"sample_ids", "limit", "shuffle", "seed", "filter"}
+
+
+def select_tasks(tasks: list[Task], params: dict[str, Any]) -> list[Task]:
+    """Apply the recipe's selection params: sample_ids, filter (regex), shuffle with seed, limit."""
+    selected = tasks
+    ids = params.get("sample_ids")
+    if ids:
+        if isinstance(ids, str):
+            ids = [ids]
+        by_id = {t.id: t for t in tasks}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise UserError(f"unknown sample_ids: {', '.join(missing)}; the benchmark has {len(tasks)} tasks (see `agentcompass config show` or the dataset)")
+        selected = [by_id[i] for i in ids]
+    pattern = params.get("filter")
+    if pattern:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise UserError(f"benchmark param 'filter' is not a valid regex: {exc}") from exc
+        selected = [t for t in selected if regex.search(t.id)]
+    if params.get("shuffle"):
+        selected = list(selected)
+        random.Random(params.get("seed", 0)).shuffle(selected)
+    limit = params.get("limit")
+    if limit is not None:
+        if not isinstance(limit, int) or limit < 0:
+            raise UserError(f"benchmark param 'limit' must be a whole number >= 0, got {limit!r}")
+        selected = selected[:limit]
+    return selected
+
+
+def source_path(recipe: Recipe, key: str = "path") -> Path:
+    """The recipe's `source.path`: absolute, or relative to the recipe file."""
+    raw = recipe.params.get(key) or recipe.source.get(key)
+    if not raw:
+        raise UserError(f"benchmark '{recipe.name}' needs source.{key} (a directory or file)")
+    path = Path(str(raw)).expanduser()
+    if not path.is_absolute() and recipe.base_dir:
+        path = Path(recipe.base_dir) / path
+    if not path.exists():
+        raise UserError(f"benchmark '{recipe.name}': source {key} '{path}' does not exist")
+    return path
+
+
+def render_instruction(recipe: Recipe, **fields: Any) -> str:
+    """The recipe's instruction template, or the task's own text."""
+    if not recipe.instruction_template:
+        return str(fields.get("instruction") or fields.get("problem_statement") or "")
+    try:
+        return recipe.instruction_template.format(**fields)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise UserError(f"benchmark '{recipe.name}': instruction_template uses an unknown field {exc}; available: {', '.join(sorted(fields))}") from exc

@@ -1,0 +1,1 @@
+"""Harnesses: the agents that work inside a trial's sandbox."""

@@ -1,0 +1,23 @@
+"""The harness contract."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agentcompass.task import AgentOutcome, Task
+
+if TYPE_CHECKING:
+    from agentcompass.formats.base import TaskFormat
+    from agentcompass.sandbox import Sandbox
+    from agentcompass.schema import ModelConfig
+    from agentcompass.trial import TrialContext
+
+
+class Harness(Protocol):
+    needs_model: bool
+
+    def __init__(self, **settings: Any) -> None: ...
+
+    def run(
+        self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
+    ) -> AgentOutcome: ...

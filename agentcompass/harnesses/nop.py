@@ -1,0 +1,26 @@
+"""nop: does nothing. A benchmark whose nop score is not 0 has tests that pass for free."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentcompass.task import AgentOutcome, Task
+
+if TYPE_CHECKING:
+    from agentcompass.formats.base import TaskFormat
+    from agentcompass.sandbox import Sandbox
+    from agentcompass.schema import ModelConfig
+    from agentcompass.trial import TrialContext
+
+
+class NopHarness:
+    needs_model = False
+
+    def __init__(self, **_: Any) -> None:
+        pass
+
+    def run(
+        self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
+    ) -> AgentOutcome:
+        trial.write("agent.log", "nop: did nothing\n")
+        return AgentOutcome(exit_status="completed")

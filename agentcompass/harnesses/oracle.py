@@ -1,0 +1,25 @@
+"""The oracle: applies the task's reference solution, the benchmark's upper bound."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentcompass.task import AgentOutcome, Task
+
+if TYPE_CHECKING:
+    from agentcompass.formats.base import TaskFormat
+    from agentcompass.sandbox import Sandbox
+    from agentcompass.schema import ModelConfig
+    from agentcompass.trial import TrialContext
+
+
+class OracleHarness:
+    needs_model = False
+
+    def __init__(self, **_: Any) -> None:
+        pass
+
+    def run(
+        self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
+    ) -> AgentOutcome:
+        return task_format.solve(task, sandbox, trial)

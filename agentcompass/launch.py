@@ -1,0 +1,120 @@
+"""Validate every job first, then run them through Hydra's own run/multirun machinery.
+
+Every job a sweep makes is composed, validated and prepared before anything is
+written, so bad input in any of them leaves no trace. The task function Hydra calls
+looks the prepared job up by its overrides and runs it.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentcompass.config import Invocation, compose, finalize, make_hydra, public_dict
+from agentcompass.errors import UserError
+from agentcompass.overrides import expand, hydra_value, sweep_suffix
+from agentcompass.results import write_json
+from agentcompass.runner import PreparedRun, execute, prepare, print_summary
+from agentcompass.scheduler import Interrupted
+
+
+@dataclass
+class Job:
+    """Hydra's task function: runs the prepared run matching the job's overrides."""
+
+    invocation: Invocation
+    sweep_keys: set[str]
+    argv: list[str]
+    prepared: dict[tuple[str, ...], PreparedRun]
+    multirun: bool
+    interrupted: bool = False
+    failures: list[str] = field(default_factory=list)
+
+    def __call__(self, cfg: Any) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
+        if self.interrupted:
+            return
+        job_overrides = tuple(HydraConfig.get().overrides.task)
+        try:
+            prepared = self.prepared.get(job_overrides) or prepare(
+                finalize(cfg, self.invocation, sweep_suffix(list(job_overrides), self.sweep_keys))
+            )
+            summary = execute(prepared, self.argv)
+            print_summary(summary, prepared.run_dir)
+        except Interrupted:
+            self.interrupted = True
+            return
+        except UserError as exc:
+            self.failures.append(str(exc))
+            return
+        if self.multirun:
+            write_sweep(prepared.run_dir.parent)
+
+
+def prepare_all(invocation: Invocation, multirun: bool) -> tuple[Any, dict[tuple[str, ...], PreparedRun], set[str], list[str]]:
+    jobs, sweep_keys = expand(invocation.overrides, multirun)
+    hydra = make_hydra(invocation.roots())
+    prepared: dict[tuple[str, ...], PreparedRun] = {}
+    for job in jobs:
+        resolved = finalize(compose(hydra, job), invocation, sweep_suffix(job, sweep_keys))
+        prepared[tuple(job)] = prepare(resolved)
+    dirs = [p.run_dir for p in prepared.values()]
+    if len(set(dirs)) != len(dirs):
+        raise UserError("two jobs of this sweep would share one results directory; sweep over distinct values")
+    return hydra, prepared, sweep_keys, jobs
+
+
+def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
+    hydra, prepared, sweep_keys, jobs = prepare_all(invocation, multirun)
+    job = Job(invocation, sweep_keys, argv, prepared, multirun)
+    try:
+        if multirun:
+            run_root = next(iter(prepared.values())).run_dir.parent
+            overrides = [*invocation.overrides, f"hydra.sweep.dir={hydra_value(str(run_root))}"]
+            hydra.multirun(config_name="config", task_function=job, overrides=overrides)
+        else:
+            hydra.run(config_name="config", task_function=job, overrides=jobs[0])
+    except KeyboardInterrupt:
+        job.interrupted = True
+    if job.failures:
+        raise UserError(job.failures[0])
+    if job.interrupted:
+        print("interrupted: open sandboxes closed, partial summary written; rerun with the same --run-name to resume",
+              file=sys.stderr)
+        return 130
+    return 0
+
+
+def write_sweep(run_root: Path) -> None:
+    """sweep.json: every result directory under the run name with its headline figures."""
+    import json
+
+    rows = []
+    for summary_path in sorted(run_root.glob("*/summary.json")):
+        try:
+            summary = json.loads(summary_path.read_text())
+            run_info = json.loads((summary_path.parent / "run.json").read_text())
+        except (OSError, ValueError):
+            continue
+        config = run_info.get("config", {})
+        rows.append({
+            "dir": summary_path.parent.name,
+            "labels": config.get("labels", {}),
+            "model": config.get("model", {}).get("name"),
+            "reasoning": config.get("model", {}).get("reasoning"),
+            **{k: summary.get(k) for k in ("tasks", "trials", "passed", "failed", "errors", "pass_at_1", "pass_at_k",
+                                           "cost_usd", "cost_per_solved_usd", "tokens_in", "tokens_out", "duration_s")},
+        })
+    write_json(run_root / "sweep.json", {"runs": rows})
+
+
+def show_config(invocation: Invocation) -> str:
+    from omegaconf import OmegaConf
+
+    jobs, sweep_keys = expand(invocation.overrides, multirun=False)
+    hydra = make_hydra(invocation.roots())
+    resolved = finalize(compose(hydra, jobs[0]), invocation)
+    return OmegaConf.to_yaml(public_dict(resolved))

@@ -1,0 +1,55 @@
+"""structlog set-up: readable lines on the console, JSON lines in the run's log.jsonl."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import structlog
+
+_configured = False
+PRE_CHAIN = [structlog.stdlib.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True)]
+
+
+def configure() -> None:
+    global _configured
+    if _configured:
+        return
+    structlog.configure(
+        processors=[structlog.stdlib.filter_by_level, *PRE_CHAIN, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    logger = logging.getLogger("agentcompass")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(logging.WARNING)  # progress shows the routine; the console gets what needs eyes
+    console.setFormatter(structlog.stdlib.ProcessorFormatter(
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.dev.ConsoleRenderer(colors=False)],
+        foreign_pre_chain=PRE_CHAIN,
+    ))
+    logger.addHandler(console)
+    _configured = True
+
+
+class RunLog:
+    """Attach log.jsonl of one run directory for the duration of a `with` block."""
+
+    def __init__(self, path: Path) -> None:
+        self.handler = logging.FileHandler(path, encoding="utf-8")
+        self.handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.processors.JSONRenderer()],
+            foreign_pre_chain=PRE_CHAIN,
+        ))
+
+    def __enter__(self) -> "RunLog":
+        configure()
+        logging.getLogger("agentcompass").addHandler(self.handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger("agentcompass").removeHandler(self.handler)
+        self.handler.close()

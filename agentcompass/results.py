@@ -1,0 +1,167 @@
+"""The results store: trials.jsonl is the truth, summary.json is derived from it.
+
+Every file is written atomically (temp file, then rename); trials.jsonl grows by one
+complete line per finished attempt, so a kill at any instant loses at most the trials
+in flight, and a rerun with the same run name resumes from what is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+from datetime import datetime, timezone
+from math import comb
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agentcompass.task import Usage
+
+
+class TrialResult(BaseModel):
+    task_id: str
+    attempt: int
+    status: str  # passed | failed | error
+    error_category: str | None = None  # infra | agent | verifier
+    message: str = ""
+    reward: float | None = None
+    rewards: dict[str, float] = Field(default_factory=dict)
+    agent_exit_status: str | None = None
+    timings: dict[str, float] = Field(default_factory=dict)  # seconds per phase
+    usage: Usage = Field(default_factory=Usage)
+    retries: int = 0
+    started_at: str
+    finished_at: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every complete JSON line; a torn last line (killed mid-write) is skipped."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+class ResultsStore:
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = run_dir
+        self.trials_path = run_dir / "trials.jsonl"
+        self._lock = threading.Lock()
+
+    def finished(self) -> dict[tuple[str, int], TrialResult]:
+        results = {}
+        for row in read_jsonl(self.trials_path):
+            result = TrialResult.model_validate(row)
+            results[(result.task_id, result.attempt)] = result
+        return results
+
+    def trial_dir(self, task_id: str, attempt: int) -> Path:
+        return self.dir / "tasks" / task_id / f"attempt-{attempt}"
+
+    def fresh_trial_dir(self, task_id: str, attempt: int) -> Path:
+        """An empty dir for an attempt: leftovers of an unfinished earlier try are removed."""
+        path = self.trial_dir(task_id, attempt)
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        return path
+
+    def record(self, result: TrialResult) -> None:
+        line = (result.model_dump_json() + "\n").encode("utf-8")
+        write_json(self.trial_dir(result.task_id, result.attempt) / "result.json", result.model_dump(mode="json"))
+        with self._lock:
+            # One write() on an O_APPEND descriptor: the line lands whole or not at all.
+            fd = os.open(self.trials_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimator of Chen et al. (2021): 1 - C(n-c, k) / C(n, k)."""
+    if n == 0:
+        return 0.0
+    k = min(k, n)
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def summarize(results: list[TrialResult], task_ids: list[str], k: int) -> dict[str, Any]:
+    by_task: dict[str, list[TrialResult]] = {t: [] for t in task_ids}
+    for r in results:
+        by_task.setdefault(r.task_id, []).append(r)
+    attempted = {t: rs for t, rs in by_task.items() if rs}
+    usage = sum((r.usage for r in results), Usage())
+    passed = sum(r.status == "passed" for r in results)
+    errors_by_category: dict[str, int] = {}
+    for r in results:
+        if r.status == "error":
+            key = r.error_category or "infra"
+            errors_by_category[key] = errors_by_category.get(key, 0) + 1
+
+    def mean_over_tasks(kk: int) -> float:
+        if not attempted:
+            return 0.0
+        return sum(pass_at_k(len(rs), sum(r.status == "passed" for r in rs), kk) for rs in attempted.values()) / len(attempted)
+
+    starts = [r.started_at for r in results]
+    ends = [r.finished_at for r in results]
+    duration = (
+        (datetime.fromisoformat(max(ends)) - datetime.fromisoformat(min(starts))).total_seconds() if results else 0.0
+    )
+    return {
+        "tasks": len(by_task),
+        "tasks_attempted": len(attempted),
+        "trials": len(results),
+        "passed": passed,
+        "failed": sum(r.status == "failed" for r in results),
+        "errors": sum(r.status == "error" for r in results),
+        "errors_by_category": errors_by_category,
+        "k": k,
+        "pass_at_1": round(mean_over_tasks(1), 6),
+        "pass_at_k": round(mean_over_tasks(k), 6),
+        "solved_tasks": sum(any(r.status == "passed" for r in rs) for rs in attempted.values()),
+        "cost_usd": round(usage.cost_usd, 6),
+        "cost_known": usage.cost_known,
+        "cost_per_solved_usd": round(usage.cost_usd / passed, 6) if passed else None,
+        "model_calls": usage.model_calls,
+        "tokens_in": usage.tokens_in,
+        "tokens_out": usage.tokens_out,
+        "tokens_cached": usage.tokens_cached,
+        "generation_s": round(usage.generation_s, 3),
+        "duration_s": round(duration, 3),
+        "updated_at": now_iso(),
+    }

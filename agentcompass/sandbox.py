@@ -1,0 +1,90 @@
+"""The provider/sandbox contract shared by every execution environment.
+
+A sandbox is remote in general (docker, modal, gcp share no filesystem with the
+orchestrator), so everything the core does inside it goes through exec, upload
+and download. The local provider implements the same contract on the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+DEFAULT_OUTPUT_CAP = 10 * 1024 * 1024  # bytes kept per stream; the rest is dropped and marked
+TRUNCATION_MARK = "\n[... output truncated by agentcompass ...]\n"
+
+
+@dataclass
+class SandboxSpec:
+    """What a trial needs from its sandbox; providers map it onto their own API."""
+
+    name: str  # unique per trial, safe for container names and labels
+    workdir: str = "/app"
+    image: str | None = None  # a registry image to run
+    build_context: Path | None = None  # a directory with a Dockerfile to build instead
+    runs_on_host: bool = False  # the task's tools are the host's own: no image needed locally
+    env: dict[str, str] = field(default_factory=dict)
+    cpus: float | None = None
+    memory_mb: int | None = None
+    allow_internet: bool = True
+    labels: dict[str, str] = field(default_factory=dict)
+    lifetime_s: float | None = None  # hard cap on the sandbox's life, for cloud providers
+    log_dir: Path | None = None  # where the provider may write build logs for this trial
+
+    @property
+    def needs_image(self) -> bool:
+        return (self.image is not None or self.build_context is not None) and not self.runs_on_host
+
+
+@dataclass
+class ExecResult:
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    def exec(
+        self,
+        cmd: str,
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> ExecResult: ...
+
+    def upload(self, local: Path, remote: str) -> None: ...
+
+    def download(self, remote: str, local: Path) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Provider(Protocol):
+    name: str
+
+    def check(self, spec: SandboxSpec) -> None:
+        """Raise UserError before the run starts when this provider cannot serve the spec."""
+
+    def open(self, spec: SandboxSpec) -> Sandbox: ...
+
+
+def cap_output(data: bytes, cap: int = DEFAULT_OUTPUT_CAP) -> str:
+    """Decode a stream, keeping at most `cap` bytes and marking the cut."""
+    if len(data) <= cap:
+        return data.decode("utf-8", errors="replace")
+    return data[:cap].decode("utf-8", errors="replace") + TRUNCATION_MARK
+
+
+def provider_settings(env_cfg: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """The subset of an env config block that a provider constructor takes."""
+    return {k: env_cfg[k] for k in keys if k in env_cfg}

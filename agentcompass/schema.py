@@ -1,0 +1,104 @@
+"""Schemas for each config group; a typo in any YAML key fails naming the file and the key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Timeouts(Strict):
+    agent: float | None = None
+    verify: float | None = None
+    build: float | None = None
+
+
+class Resources(Strict):
+    cpus: float | None = None
+    memory_mb: int | None = None
+
+
+class Recipe(Strict):
+    name: str
+    description: str = ""
+    format: str
+    source: dict[str, Any] = Field(default_factory=dict)
+    image: str | None = None  # template, e.g. "swebench/sweb.eval.x86_64.{instance_id_1776}:latest"
+    workdir: str | None = None
+    instruction_template: str | None = None
+    runs_on_host: bool = False  # tasks need only host tools: the local provider may run them
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    resources: Resources = Field(default_factory=Resources)
+    allow_internet: bool | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per provider name
+    base_dir: str | None = None  # where the recipe file lives: relative source paths start here
+
+
+class Pricing(Strict):
+    input_per_mtok: float | None = None
+    output_per_mtok: float | None = None
+    cached_per_mtok: float | None = None
+    hourly_usd: float | None = None  # self-hosted endpoints are priced by the hour
+
+
+class ModelConfig(Strict):
+    name: str
+    description: str = ""
+    api: str = "openai"  # protocol spoken by the endpoint
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    api_key_env: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    reasoning: str | None = None
+    reasoning_map: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    pricing: Pricing | None = None
+
+
+class HarnessConfig(BaseModel):
+    """Common harness keys; the rest are the harness's own settings, checked by its class."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    description: str = ""
+    impl: str | None = None
+    needs_model: bool = False
+
+
+class EnvConfig(BaseModel):
+    """Common provider keys; the rest are the provider's own settings, checked by its class."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    description: str = ""
+    impl: str | None = None
+
+
+class RunConfig(Strict):
+    k: int = Field(1, ge=1)
+    task_concurrency: int = Field(4, ge=1)
+    max_retries: int = Field(2, ge=0)
+    retry_backoff_s: float = Field(2.0, ge=0)
+    results_dir: str = "results"
+    run_name: str | None = None
+    keep_environment: bool = False
+
+
+class ResolvedConfig(Strict):
+    """One fully composed, validated run: what run.json records (secrets redacted)."""
+
+    benchmark: Recipe
+    harness: HarnessConfig
+    model: ModelConfig
+    env: EnvConfig
+    run: RunConfig
+    labels: dict[str, str] = Field(default_factory=dict)  # names used for the run directory
+
+    def settings_of(self, block: BaseModel) -> dict[str, Any]:
+        """The implementation-specific keys of a harness or env block."""
+        return dict(block.model_extra or {})

@@ -1,0 +1,82 @@
+"""What task formats produce and what harnesses and graders return."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agentcompass.sandbox import SandboxSpec
+
+
+@dataclass
+class Task:
+    id: str
+    instruction: str
+    workdir: str = "/app"
+    image: str | None = None
+    build_context: Path | None = None
+    runs_on_host: bool = False
+    seed_dir: Path | None = None  # copied into the workdir where no image is built (local)
+    setup_script: Path | None = None  # run in the workdir after seeding, where no image is built
+    env: dict[str, str] = field(default_factory=dict)
+    cpus: float | None = None
+    memory_mb: int | None = None
+    allow_internet: bool = True
+    agent_timeout_s: float | None = None
+    verify_timeout_s: float | None = None
+    build_timeout_s: float | None = None
+    data: dict[str, Any] = field(default_factory=dict)  # format-specific payload
+
+    def sandbox_spec(self, name: str, labels: dict[str, str], log_dir: Path | None) -> SandboxSpec:
+        return SandboxSpec(
+            name=name,
+            workdir=self.workdir,
+            image=self.image,
+            build_context=self.build_context,
+            runs_on_host=self.runs_on_host,
+            env=dict(self.env),
+            cpus=self.cpus,
+            memory_mb=self.memory_mb,
+            allow_internet=self.allow_internet,
+            labels=labels,
+            log_dir=log_dir,
+        )
+
+
+class Usage(BaseModel):
+    model_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    tokens_cached: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    generation_s: float = 0.0  # time spent waiting for the model
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            model_calls=self.model_calls + other.model_calls,
+            tokens_in=self.tokens_in + other.tokens_in,
+            tokens_out=self.tokens_out + other.tokens_out,
+            tokens_cached=self.tokens_cached + other.tokens_cached,
+            cost_usd=self.cost_usd + other.cost_usd,
+            cost_known=self.cost_known and other.cost_known,
+            generation_s=self.generation_s + other.generation_s,
+        )
+
+
+class AgentOutcome(BaseModel):
+    exit_status: str = "completed"  # completed | submitted | timeout | limits_exceeded | ...
+    submission: str | None = None  # e.g. the patch for SWE-bench
+    usage: Usage = Field(default_factory=Usage)
+    message: str = ""
+
+
+class Grade(BaseModel):
+    passed: bool
+    reward: float
+    rewards: dict[str, float] = Field(default_factory=dict)
+    message: str = ""
+    details: dict[str, Any] = Field(default_factory=dict)
