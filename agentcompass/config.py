@@ -40,6 +40,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "env": ("providers", "providers@env"),
 }
 PLURALS = {"benchmarks": "benchmark", "harnesses": "harness", "models": "model", "envs": "env"}
+PLURAL_OF = {key: plural for plural, key in PLURALS.items()}
 CUSTOM_MODEL = "custom"  # the preset behind any `provider/model` string
 SECRET_KEY = re.compile(r"(api_key|token|secret|password|credentials?)$", re.IGNORECASE)
 
@@ -83,7 +84,8 @@ def check_choice(key: str, name: str, roots: list[Path]) -> None:
     if name not in options:
         choices = sorted(options)
         raise UserError(
-            f"unknown {key} '{name}'; available {key}s: {', '.join(choices)}{closest(name, choices)}"
+            f"unknown {key} '{name}'; available {PLURAL_OF[key]}: {', '.join(choices)}{closest(name, choices)}; "
+            f"see `agentcompass list {PLURAL_OF[key]}`"
         )
 
 
@@ -104,6 +106,7 @@ def make_hydra(roots: list[Path]) -> "Hydra":
     """A Hydra instance whose search path is exactly our config roots."""
     from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
     from hydra._internal.hydra import Hydra
+    from hydra.core.global_hydra import GlobalHydra
     from hydra.core.plugins import Plugins
     from hydra.plugins.search_path_plugin import SearchPathPlugin
 
@@ -115,6 +118,7 @@ def make_hydra(roots: list[Path]) -> "Hydra":
     for plugin in Plugins.instance().discover(SearchPathPlugin):
         plugin().manipulate_search_path(search_path)  # launchers and sweepers ship their configs
     search_path.append("schema", "structured://")
+    GlobalHydra.instance().clear()  # one process may compose for several commands (validate, tests)
     return Hydra.create_main_hydra2(task_name="agentcompass", config_search_path=search_path)
 
 
@@ -163,7 +167,12 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
     from omegaconf import OmegaConf
 
     choices = dict(cfg.hydra.runtime.choices) if "hydra" in cfg else {}
-    merged = OmegaConf.merge(cfg, *(load_overlay(p) for p in invocation.config_files))
+    overlays = [load_overlay(p) for p in invocation.config_files]
+    base = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))  # not struct: overlays may add keys
+    try:
+        merged = OmegaConf.merge(base, *overlays)
+    except Exception as exc:
+        raise UserError(f"cannot apply --config: {one_line(exc)}") from exc
     if "hydra" in merged:
         merged = OmegaConf.masked_copy(merged, [k for k in merged if k != "hydra"])
     try:

@@ -1,0 +1,143 @@
+"""The command line: parsing in any order, help, list, config show, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentcompass.cli import build_invocation, build_parser, split_words, subcommands
+
+BAD_INPUTS = [
+    # (arguments after `run`, a fragment the one-line message must contain)
+    (["demoo", "oracle", "none"], "did you mean 'demo'"),
+    (["demo", "orcale", "none"], "did you mean 'oracle'"),
+    (["demo", "oracle", "nonee"], "unknown model 'nonee'"),
+    (["demo", "oracle", "none", "--env", "lokal"], "did you mean 'local'"),
+    (["demo", "oracle", "none", "--benchmark-params", "{bad"], "--benchmark-params is not valid JSON"),
+    (["demo", "oracle", "none", "--env-params", "[1, 2]"], "--env-params must be a JSON object"),
+    (["demo", "oracle", "none", "--k", "0"], "expected a number >= 1"),
+    (["demo", "oracle", "none", "--k", "abc"], "expected a whole number"),
+    (["demo", "oracle", "none", "--task-concurrency", "-1"], "expected a number >= 1"),
+    (["demo", "oracle", "none", "--config", "/nonexistent/private.yaml"], "does not exist"),
+    (["demo", "oracle", "none", "--config", "{bad_yaml}"], "is not valid YAML"),
+    (["demo", "oracle", "none", "--config-dir", "/nonexistent/dir"], "config dir '/nonexistent/dir' does not exist"),
+    (["demo", "oracle"], "needs BENCHMARK HARNESS MODEL"),
+    (["demo", "oracle", "none", "run.k=["], "bad override"),
+    (["demo", "oracle", "none", "run.k=1,2"], "add -m"),
+    (["demo", "oracle", "none", "run.k=abc"], "invalid value for 'run.k'"),
+    (["demo", "oracle", "none", "--benchmark-params", '{"sample_ids": ["no-such-task"]}'], "unknown sample_ids: no-such-task"),
+    (["demo", "oracle", "none", "--benchmark-params", '{"limit": -3}'], "'limit' must be a whole number"),
+    (["demo", "oracle", "none", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["demo", "oracle", "none", "--config", "{missing_env}"], "cannot resolve the config"),
+    (["demo", "oracle", "none", "run.no_such_key=1"], "no_such_key"),
+    (["demo", "oracle", "none", "--run-name", "a/b"], "must be a plain name"),
+    (["typo", "oracle", "none", "--config-dir", "{user_dir}"], "unknown key 'benchmark.timeout'"),
+    (["broken", "oracle", "none", "--config-dir", "{user_dir}"], "cannot compose the config"),
+    (["demo", "oracle", "none", "--env-params", '{"isolation": "chroot"}'], "env.isolation"),
+]
+
+
+@pytest.fixture
+def bad_files(tmp_path):
+    (tmp_path / "bad.yaml").write_text("run: {k: [1,\n")
+    (tmp_path / "missing_env.yaml").write_text("model: {api_key: '${oc.env:AGENTCOMPASS_TEST_UNSET_VAR}'}\n")
+    user = tmp_path / "user" / "recipes"
+    user.mkdir(parents=True)
+    (user / "typo.yaml").write_text("name: typo\nformat: harbor\ntimeout: {agent: 1}\n")
+    (user / "broken.yaml").write_text("name: broken\nformat: [harbor\n")
+    return {"bad_yaml": str(tmp_path / "bad.yaml"), "missing_env": str(tmp_path / "missing_env.yaml"),
+            "user_dir": str(tmp_path / "user")}
+
+
+@pytest.mark.parametrize("args,fragment", BAD_INPUTS, ids=[" ".join(a)[:60] for a, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, bad_files, args, fragment):
+    work = tmp_path / "work"
+    work.mkdir()
+    args = [a.format(**bad_files) if a.startswith("{") and a.endswith("}") and a[1:-1] in bad_files else a for a in args]
+    result = cli("run", *args, "--results-dir", str(work / "results"), cwd=work)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert fragment in lines[0]
+    assert "Traceback" not in result.stderr
+    assert list(work.iterdir()) == []  # no results dir, no Hydra outputs/
+
+
+def test_debug_env_shows_the_traceback(cli, tmp_path):
+    result = cli("run", "demoo", "oracle", "none", cwd=tmp_path, env={"AGENTCOMPASS_DEBUG": "1"})
+    assert result.returncode == 2
+
+
+def test_flags_names_and_overrides_in_any_order(tmp_path):
+    parser = build_parser()
+    run = subcommands(parser)["run"]
+    argv = ["--k", "2", "demo", "run.task_concurrency=3", "--env", "local", "oracle", "-m",
+            "none", "--benchmark-params", '{"limit": 1, "nested": {"a": "x y"}}', "run.max_retries=0,1"]
+    args = run.parse_intermixed_args(argv)
+    names, extra = split_words(args.words)
+    assert names == ["demo", "oracle", "none"] and args.multirun
+    invocation = build_invocation(args, names, extra)
+    assert invocation.overrides == [
+        "recipes@benchmark=demo", "harnesses@harness=oracle", "providers@env=local", "models@model=none",
+        "++benchmark.params.limit=1", "++benchmark.params.nested.a='x y'", "run.k=2",
+        "run.task_concurrency=3", "run.max_retries=0,1",
+    ]
+
+
+def test_provider_model_string_selects_the_custom_preset(tmp_path):
+    run = subcommands(build_parser())["run"]
+    args = run.parse_intermixed_args(["demo", "oracle", "openai/gpt-4o-mini", "--model-api-key", "k-123"])
+    invocation = build_invocation(args, *split_words(args.words))
+    assert "models@model=custom" in invocation.overrides
+    assert "model.name='openai/gpt-4o-mini'" in invocation.overrides
+    assert not any("k-123" in o for o in invocation.overrides)  # the key stays out of Hydra
+    assert invocation.model_api_key == "k-123"
+
+
+def test_help_and_version(cli):
+    for args in (["--help"], ["run", "--help"], ["list", "--help"], ["config", "show", "--help"]):
+        result = cli(*args)
+        assert result.returncode == 0 and "usage:" in result.stdout, args
+    assert cli("--version").stdout.startswith("agentcompass ")
+
+
+def test_list_shows_builtins_and_user_entries(cli, tmp_path):
+    user = tmp_path / "user"
+    (user / "recipes").mkdir(parents=True)
+    (user / "recipes" / "mine.yaml").write_text("name: mine\ndescription: my own benchmark\nformat: harbor\n")
+    result = cli("list", "--config-dir", str(user))
+    assert result.returncode == 0
+    assert "demo" in result.stdout and "mine  my own benchmark" in result.stdout
+    assert "oracle" in result.stdout and "local" in result.stdout
+    assert cli("list", "envs").stdout.splitlines()[0] == "envs:"
+
+
+def test_config_show_redacts_secrets(cli, tmp_path):
+    overlay = tmp_path / "secrets.yaml"
+    overlay.write_text("environments: {local: {}}\nmodel: {api_key: very-secret-key-1}\n")
+    result = cli("config", "show", "demo", "oracle", "openai/gpt-4o-mini", "--config", str(overlay),
+                 "--model-base-url", "http://127.0.0.1:9/v1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    shown = yaml.safe_load(result.stdout)
+    assert shown["model"]["name"] == "openai/gpt-4o-mini"
+    assert shown["model"]["base_url"] == "http://127.0.0.1:9/v1"
+    assert "very-secret-key-1" not in result.stdout
+    assert shown["benchmark"]["name"] == "demo" and shown["env"]["name"] == "local"
+    assert list(tmp_path.iterdir()) == [overlay]
+
+
+def test_run_json_records_config_without_secrets(cli, tmp_path):
+    result = cli("run", "demo", "nop", "openai/gpt-x", "--model-api-key", "sk-cli-secret-000",
+                 "--benchmark-params", '{"limit": 1}', "--results-dir", str(tmp_path / "r"), "--run-name", "x",
+                 cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "r" / "x" / "demo__nop__openai_gpt-x__local"
+    run_json = json.loads((run_dir / "run.json").read_text())
+    assert run_json["config"]["benchmark"]["params"]["limit"] == 1
+    assert "***" in run_json["command"]
+    for path in Path(tmp_path).rglob("*"):
+        if path.is_file():
+            assert "sk-cli-secret-000" not in path.read_text(errors="replace"), path
