@@ -41,7 +41,7 @@ def resolve(kind: str, name: str) -> Any:
     """The class behind a short name (`docker`) or a dotted path (`pkg.mod:Class`)."""
     path = BUILTINS[kind].get(name)
     if path is None:
-        if "." not in name:
+        if "." not in name and ":" not in name:
             choices = sorted(BUILTINS[kind])
             raise UserError(
                 f"unknown {kind} implementation '{name}'; built-in: {', '.join(choices)}, "

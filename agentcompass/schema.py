@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 
 class Strict(BaseModel):
@@ -55,9 +55,19 @@ class ModelConfig(Strict):
     api_key: SecretStr | None = None
     api_key_env: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
-    reasoning: str | None = None
-    reasoning_map: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    reasoning: str | None = None  # a tier name: a key of reasoning_map, else sent as reasoning_effort
+    reasoning_map: dict[str, dict[str, Any]] = Field(default_factory=dict)  # tier -> request fields
     pricing: Pricing | None = None
+
+    @field_validator("reasoning_map")
+    @classmethod
+    def _tier_is_known(cls, value: dict[str, dict[str, Any]], info: ValidationInfo) -> dict[str, dict[str, Any]]:
+        # Checked on the map (validated after `reasoning`) so the error echoes the map, never the API key.
+        tier = info.data.get("reasoning")
+        if tier is not None and value and tier not in value:
+            raise ValueError(f"model.reasoning '{tier}' is not one of this model's tiers ({', '.join(value)}); "
+                             f"pass model.reasoning=TIER")
+        return value
 
 
 class HarnessConfig(BaseModel):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from agentcompass.errors import TrialError
+from agentcompass.errors import InfraError, TrialError
 from agentcompass.results import TrialResult, now_iso, write_atomic
 from agentcompass.task import AgentOutcome, Task
 
@@ -46,10 +46,16 @@ class OpenSandboxes:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open: set[Any] = set()
+        self._closing = False
 
     def add(self, sandbox: "Sandbox") -> None:
+        """Track a new sandbox; one opened after an interrupt is closed at once."""
         with self._lock:
-            self._open.add(sandbox)
+            if not self._closing:
+                self._open.add(sandbox)
+                return
+        sandbox.close()
+        raise InfraError("interrupted")
 
     def discard(self, sandbox: "Sandbox") -> None:
         with self._lock:
@@ -57,6 +63,7 @@ class OpenSandboxes:
 
     def close_all(self) -> int:
         with self._lock:
+            self._closing = True
             sandboxes = list(self._open)
             self._open.clear()
         for sandbox in sandboxes:

@@ -5,4 +5,6 @@ These modules import only the standard library at top level, so `agentcompass --
 
 COMMAND_MODULES: dict[str, str] = {
     # command name -> module, e.g. "cleanup": "agentcompass.commands.cleanup"
+    "cleanup": "agentcompass.commands.cleanup",
+    "validate": "agentcompass.commands.validate",
 }

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import InfraError, UserError, VerifierError
-from agentcompass.formats.base import render_instruction, select_tasks, source_path
+from agentcompass.formats.base import render_instruction, run_solution, select_tasks
+from agentcompass.formats.sources import dataset_root
 from agentcompass.schema import Recipe
 from agentcompass.task import AgentOutcome, Grade, Task
 
@@ -44,7 +45,7 @@ class HarborFormat:
 
     # -- loading -------------------------------------------------------------------------
     def dataset_dir(self) -> Path:
-        return source_path(self.recipe)
+        return dataset_root(self.recipe)
 
     def load(self) -> list[Task]:
         root = self.dataset_dir()
@@ -107,10 +108,7 @@ class HarborFormat:
         if not (solution / "solve.sh").is_file():
             raise VerifierError(f"task '{task.id}' has no solution/solve.sh for the oracle")
         sandbox.upload(solution, "/solution")
-        result = sandbox.exec("bash /solution/solve.sh", env=task.data["solution_env"], timeout=task.agent_timeout_s)
-        trial.write("agent.log", result.stdout + result.stderr)
-        status = "timeout" if result.timed_out else ("completed" if result.exit_code == 0 else f"exit {result.exit_code}")
-        return AgentOutcome(exit_status=status)
+        return run_solution(task, sandbox, trial, "bash /solution/solve.sh", task.data["solution_env"])
 
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade:
         sandbox.upload(Path(task.data["dir"]) / "tests", "/tests")

@@ -133,8 +133,7 @@ class LocalSandbox:
     def exec(
         self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None
     ) -> ExecResult:
-        if self._closed:
-            raise InfraError("sandbox is closed")
+        self._check_open()
         cwd = cwd or self.spec.workdir
         full_env = self._env(env)
         if self.isolation == "bwrap":
@@ -178,7 +177,12 @@ class LocalSandbox:
             pass
 
     # -- files ---------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InfraError("sandbox is closed")
+
     def upload(self, local: Path, remote: str) -> None:
+        self._check_open()
         target = self.host_path(remote)
         try:
             if local.is_dir():
@@ -206,6 +210,7 @@ class LocalSandbox:
             path.write_text(new, encoding="utf-8")
 
     def download(self, remote: str, local: Path) -> None:
+        self._check_open()
         source = self.host_path(remote)
         if not source.exists():
             raise FileNotFoundError(remote)
@@ -216,8 +221,8 @@ class LocalSandbox:
             shutil.copy2(source, local)
 
     def close(self) -> None:
-        if self._closed:
-            return
+        """Kill what runs and remove the workspace. Removal repeats on every call: a trial
+        thread racing an interrupt may have written into the workspace after the first."""
         self._closed = True
         with self._lock:
             procs = list(self._procs)

@@ -1,0 +1,32 @@
+"""`agentcompass cleanup --env docker [--run-name NAME]`: remove what a killed run left behind.
+
+A run closes its sandboxes on success, failure, Ctrl-C and SIGTERM; only a SIGKILL (or a
+crash of the machine) leaves them. Providers that can find their leftovers by label
+implement `cleanup(run_name) -> int`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from agentcompass.errors import UserError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("cleanup", help="remove sandboxes an earlier run left behind (e.g. after kill -9)")
+    parser.add_argument("--env", default="docker", help="execution environment to clean up (default docker)")
+    parser.add_argument("--run-name", metavar="NAME", help="only this run's sandboxes (default: every agentcompass sandbox)")
+
+
+def handle(args: argparse.Namespace, argv: list[str]) -> int:
+    from agentcompass.registry import resolve
+
+    provider = resolve("provider", args.env)()
+    cleanup = getattr(provider, "cleanup", None)
+    if cleanup is None:
+        raise UserError(f"provider '{args.env}' leaves nothing behind to clean up; cleanup supports: docker")
+    removed = cleanup(args.run_name)
+    scope = f" of run '{args.run_name}'" if args.run_name else ""
+    print(f"removed {removed} {args.env} sandbox(es){scope}")
+    return 0

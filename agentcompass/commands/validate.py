@@ -1,0 +1,111 @@
+"""`agentcompass validate BENCHMARK`: prove a recipe plus an environment before paying for a model.
+
+Runs the oracle and nop harnesses over the selection as two ordinary runs (same run name, so
+the results sit side by side) and checks, per task, that the oracle passed and nop failed.
+Exit 1 when any task breaks that rule, 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from agentcompass.errors import UserError
+
+HARNESSES = ("oracle", "nop")
+EXAMPLES = """examples:
+  agentcompass validate demo
+  agentcompass validate terminal_bench_2 --env docker --benchmark-params '{"limit": 5}'
+"""
+
+
+def register(subparsers: Any) -> None:
+    from agentcompass.cli import positive_int
+
+    parser = subparsers.add_parser("validate", help="check that the oracle passes and nop fails on every task",
+                                   epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("benchmark", metavar="BENCHMARK", help="a benchmark from `agentcompass list benchmarks`")
+    parser.add_argument("--env", default=None, help="execution environment: local (default), docker, modal, gcp")
+    parser.add_argument("--benchmark-params", metavar="JSON", help="deep-merged into benchmark.params (e.g. sample_ids)")
+    parser.add_argument("--env-params", metavar="JSON", help="deep-merged into env")
+    parser.add_argument("--task-concurrency", type=positive_int, metavar="N", help="trials at once (default 4)")
+    parser.add_argument("--config", action="append", default=[], type=Path, metavar="FILE",
+                        help="private YAML overlay, highest precedence (repeatable)")
+    parser.add_argument("--config-dir", action="append", default=[], type=Path, metavar="DIR",
+                        help="user dir with recipes/ harnesses/ providers/ models/ (repeatable)")
+    parser.add_argument("--results-dir", metavar="DIR", help="default results/")
+    parser.add_argument("--run-name", metavar="NAME", help="default validate-<timestamp>; reuse a name to resume")
+    # What build_invocation reads that validate fixes: no model, no harness settings.
+    parser.set_defaults(harness_params=None, model_params=None, model_api_key=None, model_base_url=None)
+
+
+def handle(args: argparse.Namespace, argv: list[str]) -> int:
+    from agentcompass.cli import build_invocation
+    from agentcompass.launch import prepare_all
+    from agentcompass.results import ResultsStore
+    from agentcompass.runner import execute
+
+    if args.run_name is None:
+        args.run_name = time.strftime("validate-%Y%m%d-%H%M%S")
+    elif not args.run_name or "/" in args.run_name or args.run_name.startswith("."):
+        raise UserError(f"--run-name {args.run_name!r} must be a plain name (no '/', not starting with '.')")
+    # Prepare both runs before either starts, so bad input leaves nothing behind.
+    runs = {}
+    for harness in HARNESSES:
+        invocation = build_invocation(args, [args.benchmark, harness, "none"], [])
+        _, prepared, _, _ = prepare_all(invocation, multirun=False)
+        runs[harness] = next(iter(prepared.values()))
+    outcomes: dict[str, dict[str, list[Any]]] = {}
+    for harness, prepared in runs.items():
+        print(f"validate: {harness} on {len(prepared.tasks)} task(s)", file=sys.stderr, flush=True)
+        execute(prepared, argv)
+        by_task: dict[str, list[Any]] = {}
+        for result in ResultsStore(prepared.run_dir).finished().values():
+            by_task.setdefault(result.task_id, []).append(result)
+        outcomes[harness] = by_task
+    task_ids = [t.id for t in runs["oracle"].tasks]
+    broken = report(task_ids, outcomes)
+    print("results: " + "  ".join(str(p.run_dir) for p in runs.values()))
+    if broken:
+        print(f"validate: {len(broken)} of {len(task_ids)} task(s) break the rule (oracle passes, nop fails): "
+              f"{', '.join(broken)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def verdict(results: list[Any]) -> str:
+    """passed when every attempt passed, else the first non-passing status (with an error's category)."""
+    if not results:
+        return "missing"
+    for result in results:
+        if result.status == "error":
+            return f"error ({result.error_category})"
+    return "passed" if all(r.status == "passed" for r in results) else "failed"
+
+
+def report(task_ids: list[str], outcomes: dict[str, dict[str, list[Any]]]) -> list[str]:
+    """Print one line per task; return the tasks that break the rule."""
+    width = max([len(t) for t in task_ids] + [4])
+    print(f"{'TASK'.ljust(width)}  {'ORACLE':<20}  {'NOP':<20}  VERDICT")
+    broken = []
+    for task_id in task_ids:
+        oracle = verdict(outcomes["oracle"].get(task_id, []))
+        nop = verdict(outcomes["nop"].get(task_id, []))
+        problems = []
+        if oracle != "passed":
+            problems.append(f"oracle {oracle}{first_message(outcomes['oracle'].get(task_id, []))}")
+        if nop != "failed":
+            problems.append(f"nop {nop}" + (": the tests pass without any work" if nop == "passed" else ""))
+        if problems:
+            broken.append(task_id)
+        line = "ok" if not problems else "BROKEN: " + "; ".join(problems)
+        print(f"{task_id.ljust(width)}  {oracle:<20}  {nop:<20}  {line}")
+    return broken
+
+
+def first_message(results: list[Any]) -> str:
+    message = next((r.message for r in results if r.status != "passed" and r.message), "")
+    return f" ({message.splitlines()[0][:160]})" if message else ""

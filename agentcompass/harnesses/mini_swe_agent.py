@@ -1,0 +1,264 @@
+"""mini_swe_agent: the real mini-swe-agent 2.x DefaultAgent, run as a library inside a trial.
+
+Its Environment protocol is served by our sandbox (whatever the provider), its litellm
+model by our model config (agentcompass.models). The run ends when a command's output
+starts with mini-swe-agent's submit line; what follows it is the submission. The
+trajectory is written atomically to the trial dir after every step, with the API key
+scrubbed. minisweagent and litellm load on first use only: they are slow to import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from pydantic import Field
+
+from agentcompass.errors import AgentError, InfraError, TrialError, UserError
+from agentcompass.models import Meter, completion_kwargs, import_litellm, key_env_name, litellm_name
+from agentcompass.schema import Strict
+from agentcompass.task import AgentOutcome, Task
+
+if TYPE_CHECKING:
+    from agentcompass.formats.base import TaskFormat
+    from agentcompass.sandbox import Sandbox
+    from agentcompass.schema import ModelConfig
+    from agentcompass.trial import TrialContext
+
+SUBMIT_LINE = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's end-of-run signal
+DEFAULT_COMMAND_TIMEOUT_S = 60.0
+EXIT_STATUSES = {"Submitted": "submitted", "LimitsExceeded": "limits_exceeded", "TimeExceeded": "timeout",
+                 "RepeatedFormatError": "format_error"}
+MINI_KEY_HINT = " You can permanently set your API key with `mini-extra config set KEY VALUE`."
+_import_lock = threading.Lock()
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("AGENTCOMPASS_CACHE_DIR")
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "agentcompass"
+
+
+def import_minisweagent() -> Any:
+    """minisweagent without its banner, its global config dir in our cache (it reads both at import)."""
+    with _import_lock:
+        os.environ["MSWEA_SILENT_STARTUP"] = "1"
+        os.environ.setdefault("MSWEA_GLOBAL_CONFIG_DIR", str(cache_root() / "mini-swe-agent"))
+        import_litellm()  # first, so its offline price-map setting holds
+        import minisweagent
+
+    return minisweagent
+
+
+def load_prompt_config(spec: str) -> dict[str, Any]:
+    """A built-in mini-swe-agent config name (mini, swebench, ...) or a YAML path."""
+    import_minisweagent()
+    from minisweagent.config import get_config_from_spec, get_config_path
+
+    try:
+        get_config_path(spec)
+        data = get_config_from_spec(spec)
+    except (FileNotFoundError, OSError) as exc:
+        raise UserError(f"mini_swe_agent prompt_config '{spec}' not found; pass a built-in name "
+                        f"(mini, swebench, ...) or a YAML file path") from exc
+    except Exception as exc:  # yaml raises several kinds
+        raise UserError(f"mini_swe_agent prompt_config '{spec}' is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("agent"), dict):
+        raise UserError(f"mini_swe_agent prompt_config '{spec}' needs an 'agent' mapping (system_template, instance_template)")
+    return data
+
+
+def scrub(text: str, secret: str | None) -> str:
+    return text.replace(secret, "***") if secret else text
+
+
+class MeteredModel:
+    """Mixed into a mini-swe-agent litellm model class: times requests and prices replies our way."""
+
+    meter: Meter
+    secret: str | None
+
+    def _query(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+        start = time.monotonic()
+        try:
+            return super()._query(messages, **kwargs)  # type: ignore[misc]
+        finally:
+            self.meter.waited(time.monotonic() - start)
+
+    def _calculate_cost(self, response: Any) -> dict[str, float]:
+        return {"cost": self.meter.charge(response)}
+
+    def serialize(self) -> dict[str, Any]:
+        data = super().serialize()  # type: ignore[misc]
+        model_kwargs = data.get("info", {}).get("config", {}).get("model", {}).get("model_kwargs", {})
+        if "api_key" in model_kwargs:
+            model_kwargs["api_key"] = "***"
+        return data
+
+
+class TrialSavingAgent:
+    """Mixed into DefaultAgent: `save` (called after every step) writes trajectory.json atomically."""
+
+    write_trajectory: Callable[[dict[str, Any]], None]
+
+    def save(self, path: Path | None, *extra_dicts: dict[str, Any]) -> dict[str, Any]:
+        data = self.serialize(*extra_dicts)  # type: ignore[attr-defined]
+        self.write_trajectory(data)
+        return data
+
+
+@cache
+def trial_model_class(base: type) -> type:
+    return type(f"Metered{base.__name__}", (MeteredModel, base), {})
+
+
+@cache
+def trial_agent_class() -> type:
+    from minisweagent.agents.default import DefaultAgent
+
+    return type("TrialAgent", (TrialSavingAgent, DefaultAgent), {})
+
+
+@dataclass
+class SandboxEnvironment:
+    """mini-swe-agent's Environment protocol over one of our sandboxes."""
+
+    sandbox: "Sandbox"
+    cwd: str
+    env: dict[str, str]
+    timeout_s: float
+    deadline: float  # time.monotonic() after which no command may run on
+    log: Callable[[str], None]
+    system_vars: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return {"cwd": self.cwd, "env": self.env, "timeout": self.timeout_s}
+
+    def execute(self, action: dict[str, Any], cwd: str = "", *, timeout: float | None = None) -> dict[str, Any]:
+        from minisweagent.exceptions import Submitted
+
+        command = action.get("command", "")
+        limit = max(1.0, min(timeout or self.timeout_s, self.deadline - time.monotonic()))
+        # One stream, in order, as mini-swe-agent's own environments give it (stderr into stdout).
+        result = self.sandbox.exec(f"exec 2>&1\n{command}", cwd=cwd or self.cwd, env=self.env, timeout=limit)
+        output = {"output": result.stdout + result.stderr, "returncode": result.exit_code, "exception_info": ""}
+        if result.timed_out:
+            output["returncode"] = -1
+            output["exception_info"] = f"The command timed out after {limit:.0f} seconds and was killed."
+        self.log(f"$ {command}\n[exit {output['returncode']}{' timed out' if result.timed_out else ''}] "
+                 f"{output['output'][-2000:]}\n")
+        lines = output["output"].lstrip().splitlines(keepends=True)
+        if lines and lines[0].strip() == SUBMIT_LINE and output["returncode"] == 0:
+            submission = "".join(lines[1:])
+            raise Submitted({"role": "exit", "content": submission,
+                             "extra": {"exit_status": "Submitted", "submission": submission}})
+        return output
+
+    def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
+        return {**self.config, **self.system_vars, **kwargs}
+
+    def serialize(self) -> dict[str, Any]:
+        return {"info": {"config": {"environment": self.config,
+                                    "environment_type": f"{__name__}.{type(self).__name__}"}}}
+
+
+def sandbox_system_vars(sandbox: "Sandbox", cwd: str) -> dict[str, str]:
+    """uname of the sandbox, for the prompt's <system_information> (the host's would mislead)."""
+    result = sandbox.exec("uname -s; uname -r; uname -v; uname -m", cwd=cwd, timeout=30)
+    values = result.stdout.splitlines() if result.ok else []
+    keys = ("system", "release", "version", "machine")
+    return {k: (values[i] if i < len(values) else "unknown") for i, k in enumerate(keys)}
+
+
+class MiniSweAgentHarness:
+    needs_model = True
+
+    class Settings(Strict):
+        prompt_config: str = "mini"  # a built-in mini-swe-agent config name or a YAML path
+        step_limit: int = Field(250, ge=0)  # model calls per trial; 0 = no limit
+        cost_limit: float = Field(3.0, ge=0)  # USD per trial; 0 = no limit
+        wall_time_limit_s: float | None = Field(None, gt=0)  # default: the task's agent timeout
+        command_timeout_s: float | None = Field(None, gt=0)  # default: the prompt config's, else 60
+        env: dict[str, str] = Field(default_factory=dict)  # added to every command's environment
+
+    def __init__(self, **settings: Any) -> None:
+        self.settings = self.Settings.model_validate(settings)
+        self.prompt = load_prompt_config(self.settings.prompt_config)
+
+    def run(
+        self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
+    ) -> AgentOutcome:
+        import_minisweagent()
+        from minisweagent.models import get_model_class
+        from minisweagent.models.litellm_model import LitellmModel
+
+        settings, prompt = self.settings, self.prompt
+        kwargs = completion_kwargs(model)
+        secret = kwargs.get("api_key")
+        meter = Meter(model)
+        wall_s = settings.wall_time_limit_s or task.agent_timeout_s or 0
+
+        model_cfg = dict(prompt.get("model") or {})
+        base = get_model_class(meter.name, model_cfg.pop("model_class", "") or "litellm")
+        if not issubclass(base, LitellmModel):
+            raise UserError(f"mini_swe_agent supports litellm model classes only, got {base.__name__}")
+        model_cfg.pop("model_name", None)
+        model_cfg["model_kwargs"] = {**(model_cfg.get("model_kwargs") or {}), **kwargs}
+        model_cfg["cost_tracking"] = "ignore_errors"  # pricing is ours (Meter): an unpriced model is no error
+        if meter.name.startswith("anthropic/"):
+            model_cfg.setdefault("set_cache_control", "default_end")  # as mini-swe-agent's get_model does
+        lm = trial_model_class(base)(model_name=meter.name, **model_cfg)
+        lm.meter, lm.secret = meter, secret
+
+        env_cfg = prompt.get("environment") or {}
+        timeout_s = settings.command_timeout_s or float(env_cfg.get("timeout") or DEFAULT_COMMAND_TIMEOUT_S)
+        env = SandboxEnvironment(
+            sandbox, task.workdir, {**(env_cfg.get("env") or {}), **settings.env}, timeout_s,
+            deadline=time.monotonic() + (wall_s or float("inf")),
+            log=lambda text: trial.append("agent.log", scrub(text, secret)),
+        )
+        env.system_vars = sandbox_system_vars(sandbox, task.workdir)
+
+        agent_cfg = {**prompt["agent"], "step_limit": settings.step_limit, "cost_limit": settings.cost_limit,
+                     "wall_time_limit_seconds": int(wall_s), "output_path": None}
+        agent = trial_agent_class()(lm, env, **agent_cfg)
+        agent.write_trajectory = lambda data: trial.write("trajectory.json", scrub(json.dumps(data, indent=2, default=str), secret))
+        try:
+            info = agent.run(task.instruction)
+        except TrialError:
+            raise
+        except Exception as exc:
+            raise classify(exc, model, secret) from None
+        raw_status = str(info.get("exit_status", ""))
+        return AgentOutcome(
+            exit_status=EXIT_STATUSES.get(raw_status, raw_status.lower() or "completed"),
+            submission=info.get("submission") or None,
+            usage=meter.usage,
+            message=scrub(str(info.get("exception_str") or ""), secret)[:500],
+        )
+
+
+def classify(exc: Exception, model: "ModelConfig", secret: str | None) -> TrialError:
+    """A failed agent run as a trial error: endpoint outages are infra (retried), the rest agent."""
+    litellm = import_litellm()
+    errors = litellm.exceptions
+    detail = scrub(" ".join(str(getattr(exc, "message", None) or exc).replace(MINI_KEY_HINT, "").split()), secret)[:500]
+    where = f" at {model.base_url}" if model.base_url else ""
+    if isinstance(exc, errors.AuthenticationError):
+        env_name = key_env_name(model)
+        return AgentError(
+            f"the model endpoint{where} rejected the API key (HTTP 401) for '{model.name}': {detail}; "
+            f"pass --model-api-key, set model.api_key in a private --config"
+            + (f", or set {env_name}" if env_name else "")
+        )
+    outage = (errors.APIConnectionError, errors.Timeout, errors.RateLimitError, errors.ServiceUnavailableError,
+              errors.InternalServerError, errors.BadGatewayError)
+    if isinstance(exc, outage):
+        return InfraError(f"the model endpoint{where} kept failing after retries: {type(exc).__name__}: {detail}")
+    return AgentError(f"the agent stopped on {type(exc).__name__}: {detail}")

@@ -1,0 +1,136 @@
+"""The model layer: a model config becomes litellm call arguments, and each reply a cost.
+
+API key precedence: `--model-api-key` > a private `--config` value (both land in
+`model.api_key`, see config.finalize) > the preset's `api_key_env` or the provider's
+standard variable. The key is handed to litellm only; it is never logged or written.
+
+Cost of a reply, first that applies: the preset's `pricing.hourly_usd` × the time spent
+waiting on the endpoint (self-hosted), the preset's per-million-token prices, litellm's
+bundled price map; else zero with `cost_known = false`. litellm is imported with
+LITELLM_LOCAL_MODEL_COST_MAP set, so it never fetches a price map over the network.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+from agentcompass.config import deep_merge
+from agentcompass.task import Usage
+
+if TYPE_CHECKING:
+    from agentcompass.schema import ModelConfig
+
+STANDARD_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+NO_KEY = "EMPTY"  # what self-hosted OpenAI-compatible servers accept when they check no key
+MTOK = 1_000_000
+
+
+def import_litellm() -> Any:
+    """litellm, set up for offline start-up and quiet errors."""
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # read at import time: no price-map download
+    import litellm
+
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on every error
+    return litellm
+
+
+def litellm_name(model: "ModelConfig") -> str:
+    """`provider/model` as litellm routes it: a known provider prefix is kept, else `api` is prepended."""
+    prefix = model.name.split("/", 1)[0]
+    if "/" in model.name and prefix in import_litellm().provider_list:
+        return model.name
+    return f"{model.api}/{model.name}"
+
+
+def key_env_name(model: "ModelConfig") -> str | None:
+    """The environment variable the key is read from when no config gives one."""
+    return model.api_key_env or STANDARD_KEY_ENV.get(litellm_name(model).split("/", 1)[0])
+
+
+def api_key(model: "ModelConfig", environ: dict[str, str] | None = None) -> str | None:
+    if model.api_key is not None and model.api_key.get_secret_value():
+        return model.api_key.get_secret_value()
+    env_name = key_env_name(model)
+    value = (os.environ if environ is None else environ).get(env_name or "") if env_name else None
+    return value or None
+
+
+def request_fields(model: "ModelConfig") -> dict[str, Any]:
+    """What the reasoning tier adds to each request (the schema checked the tier exists)."""
+    if model.reasoning is None:
+        return {}
+    if model.reasoning_map:
+        return dict(model.reasoning_map[model.reasoning])
+    return {"reasoning_effort": model.reasoning}  # litellm translates this for each provider
+
+
+def completion_kwargs(model: "ModelConfig", environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """Keyword arguments for litellm.completion besides model and messages (holds the key: never log it)."""
+    kwargs = deep_merge(dict(model.params), request_fields(model))
+    if model.base_url:
+        kwargs["api_base"] = model.base_url
+    key = api_key(model, environ)
+    if key is None and model.base_url:
+        key = NO_KEY  # the OpenAI client refuses to send without a key, even to a server that checks none
+    if key is not None:
+        kwargs["api_key"] = key
+    return kwargs
+
+
+def token_counts(response: Any) -> tuple[int, int, int]:
+    """(input, output, cached input) tokens of a litellm reply; cached ones are part of input."""
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return 0, 0, 0
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or getattr(usage, "cache_read_input_tokens", None) or 0
+    return int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0), int(cached)
+
+
+class Meter:
+    """One trial's model calls: tokens, time spent waiting on the endpoint, and cost."""
+
+    def __init__(self, model: "ModelConfig") -> None:
+        self.model = model
+        self.name = litellm_name(model)
+        self.usage = Usage()
+        self._unbilled_s = 0.0  # waiting time not yet charged at an hourly rate
+        self._lock = threading.Lock()
+
+    def waited(self, seconds: float) -> None:
+        """Time spent in one request, successful or not (a self-hosted GPU is busy either way)."""
+        with self._lock:
+            self.usage.generation_s += seconds
+            self._unbilled_s += seconds
+
+    def charge(self, response: Any) -> float:
+        """Count one reply; returns its cost in USD."""
+        tokens_in, tokens_out, cached = token_counts(response)
+        with self._lock:
+            cost, known = self._price(response, tokens_in, tokens_out, cached)
+            self._unbilled_s = 0.0
+            u = self.usage
+            u.model_calls += 1
+            u.tokens_in += tokens_in
+            u.tokens_out += tokens_out
+            u.tokens_cached += cached
+            u.cost_usd += cost
+            u.cost_known = u.cost_known and known
+        return cost
+
+    def _price(self, response: Any, tokens_in: int, tokens_out: int, cached: int) -> tuple[float, bool]:
+        pricing = self.model.pricing
+        if pricing is not None and pricing.hourly_usd is not None:
+            return pricing.hourly_usd * self._unbilled_s / 3600, True
+        if pricing is not None and (pricing.input_per_mtok is not None or pricing.output_per_mtok is not None):
+            input_price = pricing.input_per_mtok or 0.0
+            cached_price = pricing.cached_per_mtok if pricing.cached_per_mtok is not None else input_price
+            cost = ((tokens_in - cached) * input_price + cached * cached_price + tokens_out * (pricing.output_per_mtok or 0.0)) / MTOK
+            return cost, True
+        litellm = import_litellm()
+        try:
+            return float(litellm.cost_calculator.completion_cost(response, model=self.name)), True
+        except Exception:  # an unpriced model: litellm raises several kinds; cost is unknown, not fatal
+            return 0.0, False

@@ -1,0 +1,475 @@
+"""The docker provider: each trial in its own container on a Docker engine (DOCKER_HOST honoured).
+
+The image is a run-wide override, the task's registry image (pulled when missing) or the
+task's environment/Dockerfile built under a content-hash tag, so an unchanged task is never
+rebuilt. Every operation goes through the engine API on one shared client: one create and
+start per trial, exec over the API socket, files as tar archives. The `docker` SDK is
+imported inside the methods that use it, never when the CLI starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import shutil
+import socket
+import tarfile
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from agentcompass.errors import InfraError, UserError
+from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
+from agentcompass.schema import Strict
+
+if TYPE_CHECKING:
+    import docker
+
+# PID 1 of every container: independent of the image's ENTRYPOINT and CMD, and it exits on SIGTERM.
+KEEP_ALIVE = ["-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+EXEC_MARK = "AGENTCOMPASS_EXEC"  # env var that tags every process of one exec, so a timeout can find them all
+# Run in the container on timeout: SIGKILL every process carrying the exec's mark, until none is left
+# (a process forking while we scan is caught by the next pass).
+KILL_MARKED = (
+    'for pass in 1 2 3 4 5 6 7 8 9 10; do found=; '
+    'for d in /proc/[0-9]*; do '
+    'if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$0"; then kill -9 "${d#/proc/}" 2>/dev/null; found=1; fi; '
+    'done; [ -z "$found" ] && exit 0; done'
+)
+DRAIN_AFTER_KILL_S = 5.0  # how long to wait for the stream to end once the command was killed
+START_HINT = "start it (scripts/ensure-docker.sh, or `sudo systemctl start docker`) or point DOCKER_HOST at a running engine"
+
+
+def one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def docker_host() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+class DockerProvider:
+    name = "docker"
+
+    class Settings(Strict):
+        image: str | None = None  # run-wide image for every task, instead of the task's own
+        network: str = "bridge"  # for tasks that allow internet; the others get `none`
+        cpus: float | None = None  # overrides the task's cpus (clamped to the engine's CPU count)
+        memory_mb: int | None = None  # overrides the task's memory
+        shell: str = "bash"  # runs every exec'd command: SHELL -c CMD
+        output_cap_bytes: int = DEFAULT_OUTPUT_CAP  # kept per stream and exec; the rest is dropped and marked
+        pull_timeout_s: float = 1800.0
+        build_timeout_s: float = 1800.0
+        api_timeout_s: float = 300.0  # one engine API call (create, upload, remove, ...)
+        max_connections: int = 64  # HTTP connections to the engine: one per exec in flight
+
+    def __init__(self, keep: bool = False, **settings: Any) -> None:
+        self.settings = self.Settings(**settings)
+        self.keep = keep  # the trial runner keeps sandboxes by not closing them; close always removes
+        self._client: "docker.DockerClient | None" = None
+        self._engine_cpus = 0
+        self._lock = threading.Lock()
+        self._image_locks: dict[str, threading.Lock] = {}
+        self._ready: set[str] = set()  # images known to be present on the engine
+        self._tags: dict[Path, str] = {}  # build context -> content-hash tag
+        self._registry_checked = False
+
+    # -- engine --------------------------------------------------------------------------
+    @property
+    def client(self) -> "docker.DockerClient":
+        with self._lock:
+            if self._client is None:
+                self._client = self._connect()
+            return self._client
+
+    def _connect(self) -> "docker.DockerClient":
+        import docker
+
+        try:
+            client = docker.from_env(timeout=int(self.settings.api_timeout_s), max_pool_size=self.settings.max_connections)
+            self._engine_cpus = int(client.info().get("NCPU") or 0)
+        except docker.errors.DockerException as exc:
+            raise UserError(f"no Docker engine answers at {docker_host()} (DOCKER_HOST) ({one_line(exc)[:200]}); {START_HINT}") from exc
+        return client
+
+    def _image_lock(self, image: str) -> threading.Lock:
+        with self._lock:
+            return self._image_locks.setdefault(image, threading.Lock())
+
+    def _has_image(self, image: str) -> bool:
+        import docker
+
+        if image in self._ready:
+            return True
+        try:
+            self.client.api.inspect_image(image)
+        except docker.errors.ImageNotFound:
+            return False
+        self._ready.add(image)
+        return True
+
+    # -- provider protocol ---------------------------------------------------------------
+    def check(self, spec: SandboxSpec) -> None:
+        """Before the run: the engine answers, the task has an image, and a missing image exists in its registry."""
+        import docker
+
+        client = self.client
+        image = self.settings.image or spec.image
+        if image is None:
+            if spec.build_context is None:
+                raise UserError(f"task '{spec.name}' names no image and has no environment/Dockerfile; "
+                                "pass one with --env-params '{\"image\": \"NAME\"}'")
+            return
+        if self._registry_checked or self._has_image(image):
+            return
+        # Ask the registry about the first missing image: a wrong name or an unreachable registry
+        # stops the run here; the pulls themselves happen in the trials, in parallel.
+        try:
+            client.api.inspect_distribution(image)
+        except docker.errors.APIError as exc:
+            raise UserError(pull_failure(image, exc)) from exc
+        self._registry_checked = True
+
+    def open(self, spec: SandboxSpec) -> "DockerSandbox":
+        import docker
+
+        image, own = self._image_for(spec)
+        settings = self.settings
+        cpus = settings.cpus or spec.cpus
+        if cpus and self._engine_cpus:
+            cpus = min(cpus, self._engine_cpus)
+        memory_mb = settings.memory_mb or spec.memory_mb
+        api = self.client.api
+        host_config = api.create_host_config(
+            network_mode=settings.network if spec.allow_internet else "none",
+            nano_cpus=int(cpus * 1e9) if cpus else None,
+            mem_limit=f"{memory_mb}m" if memory_mb else None,
+            init=True,  # reaps the orphans a killed command leaves behind
+        )
+        try:
+            created = api.create_container(
+                image, command=KEEP_ALIVE, entrypoint=["/bin/sh"], working_dir=spec.workdir,
+                environment=spec.env, labels=spec.labels, name=spec.name, host_config=host_config, detach=True,
+            )
+        except docker.errors.APIError as exc:
+            raise InfraError(f"cannot create container {spec.name} from {image}: {one_line(exc.explanation or exc)}") from exc
+        sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own)
+        try:
+            api.start(created["Id"])
+        except docker.errors.APIError as exc:
+            sandbox.close()
+            raise InfraError(f"cannot start container {spec.name} from {image}: {one_line(exc.explanation or exc)}") from exc
+        return sandbox
+
+    def cleanup(self, run_name: str | None = None) -> int:
+        """Remove containers an earlier run left behind (a SIGKILL leaves them); returns how many."""
+        import docker
+
+        labels = ["agentcompass=1"] + ([f"run={run_name}"] if run_name else [])
+        removed = 0
+        for container in self.client.api.containers(all=True, filters={"label": labels}):
+            try:
+                self.client.api.remove_container(container["Id"], force=True, v=True)
+                removed += 1
+            except docker.errors.NotFound:
+                continue
+        return removed
+
+    # -- images --------------------------------------------------------------------------
+    def _image_for(self, spec: SandboxSpec) -> tuple[str, bool]:
+        """The image to run and whether it is the task's own (then it already holds the task's files)."""
+        if self.settings.image:
+            self._pull(self.settings.image)
+            return self.settings.image, False
+        if spec.image:
+            self._pull(spec.image)
+            return spec.image, True
+        if spec.build_context is None:
+            raise InfraError(f"sandbox {spec.name} has no image and no Dockerfile to build")
+        return self._build(spec.build_context, spec.log_dir), True
+
+    def _pull(self, image: str) -> None:
+        import docker
+
+        with self._image_lock(image):
+            if self._has_image(image):
+                return
+            repository, tag = docker.utils.parse_repository_tag(image)
+            deadline = time.monotonic() + self.settings.pull_timeout_s
+            try:
+                for event in self.client.api.pull(repository, tag=tag or "latest", stream=True, decode=True):
+                    if "error" in event:
+                        raise InfraError(pull_failure(image, event["error"]))
+                    if time.monotonic() > deadline:
+                        raise InfraError(pull_failure(image, f"no complete pull within {self.settings.pull_timeout_s:.0f}s"))
+            except docker.errors.APIError as exc:
+                raise InfraError(pull_failure(image, exc)) from exc
+            self._ready.add(image)
+
+    def _build(self, context: Path, log_dir: Path | None) -> str:
+        import docker
+
+        task = context.parent.name
+        with self._lock:
+            tag = self._tags.get(context)
+        if tag is None:
+            tag = f"agentcompass-task/{repository_name(task)}:{context_digest(context)[:16]}"
+            with self._lock:
+                self._tags[context] = tag
+        build_log = log_dir / "build.log" if log_dir else None
+        # One build per tag at a time: concurrent trials of a task wait for the first to build it.
+        with self._image_lock(tag):
+            if self._has_image(tag):
+                if build_log:
+                    build_log.write_text(f"image {tag} (cached: the task's environment did not change)\n")
+                return tag
+            deadline = time.monotonic() + self.settings.build_timeout_s
+            lines: list[str] = []
+            log = open(build_log, "w", encoding="utf-8") if build_log else io.StringIO()
+            try:
+                with log:
+                    log.write(f"building {tag} from {context}\n")
+                    stream = self.client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
+                                                   timeout=int(self.settings.build_timeout_s))
+                    for event in stream:
+                        text = event.get("stream") or event.get("status") or ""
+                        if text:
+                            log.write(text)
+                            lines.append(text)
+                        if "error" in event:
+                            log.write(f"ERROR: {event['error']}\n")
+                            raise InfraError(f"task '{task}': docker build of its environment failed: "
+                                             f"{one_line(event['error'])[:300]}; see build.log")
+                        if time.monotonic() > deadline:
+                            raise InfraError(f"task '{task}': docker build took longer than {self.settings.build_timeout_s:.0f}s; see build.log")
+            except docker.errors.DockerException as exc:
+                raise InfraError(f"task '{task}': docker build of its environment failed: {one_line(exc)[:300]}; see build.log") from exc
+            self._ready.add(tag)
+            return tag
+
+
+def pull_failure(image: str, answer: Any) -> str:
+    explanation = getattr(answer, "explanation", None) or answer
+    return (f"cannot pull image '{image}': {one_line(explanation)[:300]}; make it available to the engine "
+            "(docker pull / docker build) or run another with --env-params '{\"image\": \"NAME\"}'")
+
+
+def repository_name(task: str) -> str:
+    """A task id as a docker repository path component: lowercase [a-z0-9] separated by . _ -."""
+    name = re.sub(r"[^a-z0-9._-]+", "-", task.lower())
+    return re.sub(r"^[._-]+|[._-]+$", "", name) or "task"
+
+
+def context_digest(context: Path) -> str:
+    """sha256 over every file's path, exec bit and content (symlinks by target): the image's identity."""
+    digest = hashlib.sha256()
+    for path in sorted(context.rglob("*")):
+        rel = path.relative_to(context).as_posix()
+        if path.is_symlink():
+            digest.update(f"L {rel} {os.readlink(path)}\0".encode())
+        elif path.is_file():
+            digest.update(f"F {rel} {os.access(path, os.X_OK)}\0".encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        elif path.is_dir():
+            digest.update(f"D {rel}\0".encode())
+    return digest.hexdigest()
+
+
+class DockerSandbox:
+    def __init__(self, client: "docker.DockerClient", container_id: str, spec: SandboxSpec,
+                 settings: DockerProvider.Settings, has_task_image: bool = True) -> None:
+        self.client = client
+        self.api = client.api
+        self.id = container_id
+        self.spec = spec
+        self.settings = settings
+        # The Dockerfile (or the task's own image) already put the task's files in place.
+        self.has_task_image = has_task_image
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    def attach_hint(self) -> str:
+        host = f"DOCKER_HOST={os.environ['DOCKER_HOST']} " if os.environ.get("DOCKER_HOST") else ""
+        return f"{host}docker exec -it {self.spec.name} bash   (remove it with: {host}docker rm -f {self.spec.name})"
+
+    # -- exec ----------------------------------------------------------------------------
+    def exec(
+        self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None
+    ) -> ExecResult:
+        import docker
+
+        if self._closed:
+            raise InfraError("sandbox is closed")
+        mark = f"{EXEC_MARK}={uuid.uuid4().hex}"
+        start = time.monotonic()
+        try:
+            exec_id = self.api.exec_create(
+                self.id, [self.settings.shell, "-c", cmd], workdir=cwd or self.spec.workdir,
+                environment={**(env or {}), EXEC_MARK: mark.partition("=")[2]},
+            )["Id"]
+            sock = self.api.exec_start(exec_id, socket=True)
+        except docker.errors.APIError as exc:
+            raise InfraError(f"exec in {self.spec.name} failed: {one_line(exc.explanation or exc)}") from exc
+        deadline = start + timeout if timeout else None
+        stdout, stderr, timed_out = self._collect(sock, deadline, mark)
+        code = 124 if timed_out else self._exit_code(exec_id)
+        cap = self.settings.output_cap_bytes
+        return ExecResult(code, cap_output(stdout, cap), cap_output(stderr, cap), timed_out, time.monotonic() - start)
+
+    def _collect(self, sock: Any, deadline: float | None, mark: str) -> tuple[bytes, bytes, bool]:
+        """Read the multiplexed stdout/stderr frames until the command ends or the deadline passes."""
+        raw = getattr(sock, "_sock", sock)
+        keep = self.settings.output_cap_bytes + 1  # one byte more than the cap, so cap_output marks the cut
+        streams = {1: bytearray(), 2: bytearray()}
+        pending = bytearray()
+        timed_out = False
+        try:
+            while True:
+                limit = None if deadline is None else deadline - time.monotonic()
+                if limit is not None and limit <= 0:
+                    if timed_out:
+                        break  # killed, yet something still holds the stream open: stop waiting
+                    # Kill the command inside the container, then drain what it wrote.
+                    timed_out = True
+                    self._kill_marked(mark)
+                    deadline = time.monotonic() + DRAIN_AFTER_KILL_S
+                    continue
+                raw.settimeout(limit)
+                try:
+                    data = raw.recv(65536)
+                except socket.timeout:
+                    continue
+                if not data:
+                    break
+                pending += data
+                for kind, payload in split_frames(pending):
+                    buffer = streams.get(kind)
+                    if buffer is not None and len(buffer) < keep:
+                        buffer += payload[: keep - len(buffer)]
+        except OSError:
+            pass  # the engine dropped the stream (container removed): return what we have
+        finally:
+            try:
+                sock.close()
+            except OSError:
+                pass
+        return bytes(streams[1]), bytes(streams[2]), timed_out
+
+    def _kill_marked(self, mark: str) -> None:
+        import docker
+
+        try:
+            kill_id = self.api.exec_create(self.id, ["/bin/sh", "-c", KILL_MARKED, mark])["Id"]
+            self.api.exec_start(kill_id)
+        except docker.errors.APIError:
+            pass  # the container is gone: so is the command
+
+    def _exit_code(self, exec_id: str) -> int:
+        import docker
+
+        # The stream can end a moment before the engine records the exit code.
+        for _ in range(50):
+            try:
+                info = self.api.exec_inspect(exec_id)
+            except docker.errors.APIError as exc:
+                raise InfraError(f"exec in {self.spec.name} vanished: {one_line(exc.explanation or exc)}") from exc
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+            time.sleep(0.02)
+        raise InfraError(f"exec in {self.spec.name} ended its output but reports no exit code")
+
+    # -- files ---------------------------------------------------------------------------
+    def upload(self, local: Path, remote: str) -> None:
+        """Copy a file or a directory's contents to `remote`, creating parent directories."""
+        import docker
+
+        if not remote.startswith("/"):
+            raise InfraError(f"sandbox paths must be absolute: {remote!r}")
+        target = PurePosixPath(remote)
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            archive.add(str(local), arcname=str(target.relative_to("/")), filter=root_owned)
+        try:
+            self.api.put_archive(self.id, "/", buffer.getvalue())
+        except docker.errors.APIError as exc:
+            raise InfraError(f"upload of {local} to {remote} failed: {one_line(exc.explanation or exc)}") from exc
+
+    def download(self, remote: str, local: Path) -> None:
+        """Copy `remote` (a file, or a directory's contents) to `local`; FileNotFoundError when it is missing."""
+        import docker
+
+        try:
+            stream, _ = self.api.get_archive(self.id, remote)
+        except docker.errors.NotFound as exc:
+            raise FileNotFoundError(remote) from exc
+        except docker.errors.APIError as exc:
+            raise InfraError(f"download of {remote} failed: {one_line(exc.explanation or exc)}") from exc
+        with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
+            for chunk in stream:
+                spool.write(chunk)
+            spool.seek(0)
+            with tarfile.open(fileobj=spool, mode="r") as archive:
+                extract_renamed(archive, local)
+
+    def close(self) -> None:
+        """Remove the container (and its anonymous volumes); nothing else. Safe to call twice."""
+        import docker
+
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self.api.remove_container(self.id, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                raise InfraError(f"cannot remove container {self.spec.name}: {one_line(exc.explanation or exc)}") from exc
+
+
+def split_frames(pending: bytearray) -> list[tuple[int, bytes]]:
+    """Take the complete frames off the front of Docker's multiplexed stream.
+
+    Each frame is an 8-byte header (stream id: 1 stdout, 2 stderr; 3 zero bytes; 4-byte size)
+    followed by its payload; an incomplete frame stays in `pending` for the next read.
+    """
+    out: list[tuple[int, bytes]] = []
+    while len(pending) >= 8:
+        size = int.from_bytes(pending[4:8], "big")
+        if len(pending) < 8 + size:
+            break
+        out.append((pending[0], bytes(pending[8 : 8 + size])))
+        del pending[: 8 + size]
+    return out
+
+
+def root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """Uploaded files belong to the container's root, whoever owns them on the host."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
+
+
+def extract_renamed(archive: tarfile.TarFile, local: Path) -> None:
+    """get_archive names entries after the remote's basename; put them at `local` instead."""
+    members = archive.getmembers()
+    if not members:
+        return
+    top = members[0].name.split("/")[0]
+    local.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".agentcompass-download-", dir=local.parent))
+    try:
+        archive.extractall(staging, filter="data")
+        source = staging / top
+        if source.is_dir():
+            shutil.copytree(source, local, dirs_exist_ok=True, symlinks=True)
+        else:
+            shutil.copy2(source, local)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,55 @@
+"""Builds Harbor-format datasets and recipes for tests and benchmarks."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+
+def make_task(root: Path, task_id: str, solve: str, test: str, dockerfile: str | None = None,
+              agent_timeout: float = 60, verify_timeout: float = 60, instruction: str = "Make the tests pass.") -> Path:
+    """One task dir; `test` is bash that must write /logs/verifier/reward.txt."""
+    task = root / task_id
+    for sub in ("environment", "tests", "solution"):
+        (task / sub).mkdir(parents=True, exist_ok=True)
+    (task / "task.toml").write_text(textwrap.dedent(f"""\
+        version = "1.0"
+        [metadata]
+        description = "{task_id}"
+        [agent]
+        timeout_sec = {agent_timeout}
+        [verifier]
+        timeout_sec = {verify_timeout}
+        [environment]
+        workdir = "/app"
+        """))
+    (task / "instruction.md").write_text(instruction + "\n")
+    (task / "solution" / "solve.sh").write_text("#!/bin/bash\n" + solve + "\n")
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\nmkdir -p /logs/verifier\n" + test + "\n")
+    if dockerfile is not None:
+        (task / "environment" / "Dockerfile").write_text(dockerfile)
+    return task
+
+
+def make_file_tasks(root: Path, count: int, solve_extra: str = "", prefix: str = "t") -> list[str]:
+    """Tasks solved by writing /app/answer.txt; the verifier checks it."""
+    ids = []
+    for i in range(count):
+        task_id = f"{prefix}{i:03d}"
+        make_task(
+            root, task_id,
+            solve=f"{solve_extra}\necho {task_id} > /app/answer.txt",
+            test=f'if [ "$(cat /app/answer.txt 2>/dev/null)" = "{task_id}" ]; then echo 1; else echo 0; fi'
+                 " > /logs/verifier/reward.txt",
+        )
+        ids.append(task_id)
+    return ids
+
+
+def make_recipe(config_dir: Path, name: str, dataset: Path, runs_on_host: bool = True, extra: str = "") -> Path:
+    """A user config dir recipe pointing at a generated dataset (YAML only, as users write it)."""
+    path = config_dir / "recipes" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"name: {name}\ndescription: generated for tests\nformat: harbor\n"
+                    f"source: {{path: {dataset}}}\nruns_on_host: {str(runs_on_host).lower()}\n{extra}")
+    return path
