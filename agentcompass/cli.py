@@ -196,7 +196,7 @@ def cmd_list(args: argparse.Namespace, argv: list[str]) -> int:
         entries = group_entries(PLURALS[plural], roots)
         print(f"{plural}:")
         width = max((len(n) for n in entries), default=0)
-        for name, path in entries.items():
+        for name, path in sorted(entries.items()):
             print(f"  {name.ljust(width)}  {describe(path)}")
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,7 @@ def test_list_shows_builtins_and_user_entries(cli, tmp_path):
     (user / "recipes" / "mine.yaml").write_text("name: mine\ndescription: my own benchmark\nformat: harbor\n")
     result = cli("list", "--config-dir", str(user))
     assert result.returncode == 0
-    assert "demo" in result.stdout and "mine  my own benchmark" in result.stdout
+    assert "demo" in result.stdout and re.search(r"^  mine +my own benchmark$", result.stdout, re.M)
     assert "oracle" in result.stdout and "local" in result.stdout
     assert cli("list", "envs").stdout.splitlines()[0] == "envs:"
 
