@@ -105,7 +105,7 @@ class TrialRunner:
         labels = {"agentcompass": "1", "run": self.run_name, "trial": f"{task.id}.{attempt}"}
         spec = task.sandbox_spec(sandbox_name(self.run_name, task.id, attempt), labels, trial_dir)
         with phase("open"):
-            sandbox = self.provider.open(spec)
+            sandbox = TimedSandbox(self.provider.open(spec))
         self.sandboxes.add(sandbox)
         outcome = AgentOutcome()
         try:
@@ -132,6 +132,7 @@ class TrialRunner:
                     print(f"kept sandbox for {task.id} attempt {attempt}: {describe_kept(sandbox)}")
                 else:
                     sandbox.close()
+        timings["commands"] = round(sandbox.command_s, 4)
         result = self._result(task, attempt, started, t0, timings, outcome, None)
         result.status = "passed" if grade.passed else "failed"
         result.reward, result.rewards = grade.reward, grade.rewards
@@ -156,6 +157,23 @@ class TrialRunner:
             started_at=started,
             finished_at=now_iso(),
         )
+
+
+class TimedSandbox:
+    """Passes everything through to the sandbox, adding up the time its commands take,
+    so orchestration overhead (trial time minus command time) can be measured."""
+
+    def __init__(self, inner: "Sandbox") -> None:
+        self.inner = inner
+        self.command_s = 0.0
+
+    def exec(self, cmd: str, **kwargs: Any) -> Any:
+        result = self.inner.exec(cmd, **kwargs)
+        self.command_s += result.duration_s
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def sandbox_name(run_name: str, task_id: str, attempt: int) -> str:

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a fresh Debian machine, then runs it.
+# This is the README's test command and what CI runs (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System packages: bubblewrap (local isolation), debootstrap (the base image), docker.io (engine).
+missing=()
+command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+python -m pip install -q -e '.[all]'
+
+# The Docker engine and the local base image every test image builds on.
+bash scripts/ensure-docker.sh
+bash scripts/build-base-image.sh
+
+python -m pytest -q "$@"
