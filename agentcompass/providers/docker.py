@@ -33,13 +33,14 @@ if TYPE_CHECKING:
 # PID 1 of every container: independent of the image's ENTRYPOINT and CMD, and it exits on SIGTERM.
 KEEP_ALIVE = ["-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
 EXEC_MARK = "AGENTCOMPASS_EXEC"  # env var that tags every process of one exec, so a timeout can find them all
-# Run in the container on timeout: SIGKILL every process carrying the exec's mark, until none is left
-# (a process forking while we scan is caught by the next pass).
+# Run in the container on timeout: find every process carrying the exec's mark, stop them all at once
+# (so none reacts to another's death) and kill them; repeat until none is left, which catches a
+# process that forked during the scan.
 KILL_MARKED = (
-    'for pass in 1 2 3 4 5 6 7 8 9 10; do found=; '
+    'for pass in 1 2 3 4 5 6 7 8 9 10; do pids=; '
     'for d in /proc/[0-9]*; do '
-    'if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$0"; then kill -9 "${d#/proc/}" 2>/dev/null; found=1; fi; '
-    'done; [ -z "$found" ] && exit 0; done'
+    'tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$0" && pids="$pids ${d#/proc/}"; '
+    'done; [ -z "$pids" ] && exit 0; kill -STOP $pids 2>/dev/null; kill -KILL $pids 2>/dev/null; done'
 )
 DRAIN_AFTER_KILL_S = 5.0  # how long to wait for the stream to end once the command was killed
 START_HINT = "start it (scripts/ensure-docker.sh, or `sudo systemctl start docker`) or point DOCKER_HOST at a running engine"
@@ -62,6 +63,7 @@ class DockerProvider:
         cpus: float | None = None  # overrides the task's cpus (clamped to the engine's CPU count)
         memory_mb: int | None = None  # overrides the task's memory
         shell: str = "bash"  # runs every exec'd command: SHELL -c CMD
+        init: bool = True  # the engine's init as PID 1 reaps the orphans a killed command leaves behind
         output_cap_bytes: int = DEFAULT_OUTPUT_CAP  # kept per stream and exec; the rest is dropped and marked
         pull_timeout_s: float = 1800.0
         build_timeout_s: float = 1800.0
@@ -149,13 +151,19 @@ class DockerProvider:
             network_mode=settings.network if spec.allow_internet else "none",
             nano_cpus=int(cpus * 1e9) if cpus else None,
             mem_limit=f"{memory_mb}m" if memory_mb else None,
-            init=True,  # reaps the orphans a killed command leaves behind
+            init=settings.init,
         )
+        create = dict(image=image, command=KEEP_ALIVE, entrypoint=["/bin/sh"], working_dir=spec.workdir,
+                      environment=spec.env, labels=spec.labels, name=spec.name, host_config=host_config, detach=True)
         try:
-            created = api.create_container(
-                image, command=KEEP_ALIVE, entrypoint=["/bin/sh"], working_dir=spec.workdir,
-                environment=spec.env, labels=spec.labels, name=spec.name, host_config=host_config, detach=True,
-            )
+            try:
+                created = api.create_container(**create)
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:
+                    raise
+                # The name is this trial's: a killed earlier run of the same run name left it behind.
+                api.remove_container(spec.name, force=True, v=True)
+                created = api.create_container(**create)
         except docker.errors.APIError as exc:
             raise InfraError(f"cannot create container {spec.name} from {image}: {one_line(exc.explanation or exc)}") from exc
         sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own)

@@ -1,0 +1,344 @@
+"""The docker provider on a real engine: images, limits, network, timeouts, files, cleanup, interrupts."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agentcompass.sandbox import TRUNCATION_MARK, SandboxSpec
+
+pytestmark = pytest.mark.docker
+REPO = Path(__file__).resolve().parent.parent
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def containers(label: str) -> list[str]:
+    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={label}"], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def inspect(name: str) -> dict:
+    out = subprocess.run(["docker", "inspect", name], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)[0]
+
+
+def write_task(root: Path, task_id: str, dockerfile: str, solve: str = "true",
+               test: str = "echo 1 > /logs/verifier/reward.txt") -> None:
+    """A Harbor task dir with its own Dockerfile."""
+    task = root / task_id
+    for sub in ("environment", "solution", "tests"):
+        (task / sub).mkdir(parents=True)
+    (task / "task.toml").write_text('version = "1.0"\n[environment]\nworkdir = "/app"\n')
+    (task / "instruction.md").write_text("Do it.\n")
+    (task / "environment" / "Dockerfile").write_text(dockerfile)
+    (task / "solution" / "solve.sh").write_text(solve + "\n")
+    (task / "tests" / "test.sh").write_text("mkdir -p /logs/verifier\n" + test + "\n")
+
+
+def write_recipe(config_dir: Path, name: str, dataset: Path) -> None:
+    (config_dir / "recipes").mkdir(parents=True, exist_ok=True)
+    (config_dir / "recipes" / f"{name}.yaml").write_text(
+        f"name: {name}\ndescription: test tasks\nformat: harbor\nsource: {{path: {dataset}}}\n")
+
+
+@pytest.fixture(scope="module")
+def provider(base_image):
+    from agentcompass.providers.docker import DockerProvider
+
+    return DockerProvider()
+
+
+@pytest.fixture(scope="module")
+def plain_context(tmp_path_factory, base_image) -> Path:
+    """A build context FROM the base image, shared by the sandbox tests (built once, cached by hash)."""
+    context = tmp_path_factory.mktemp("plain") / "environment"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {base_image}\nWORKDIR /app\n")
+    return context
+
+
+@pytest.fixture
+def open_sandbox(provider, plain_context, tmp_path):
+    """Opens sandboxes from specs (defaults: the plain image) and closes them all afterwards."""
+    opened = []
+
+    def opener(target=None, **fields):
+        fields.setdefault("build_context", plain_context)
+        spec = SandboxSpec(name=unique("ac-test"), labels={"agentcompass": "1", "run": "pytest-docker"},
+                           log_dir=tmp_path, **fields)
+        box = (target or provider).open(spec)
+        opened.append(box)
+        return box
+
+    yield opener
+    for box in opened:
+        box.close()
+
+
+# -- the demo benchmark, as a user runs it --------------------------------------------------
+@pytest.mark.parametrize("harness", ["oracle", "nop"])
+def test_demo_gives_the_same_results_as_local(cli, base_image, tmp_path, harness):
+    run_name = unique("demo")
+    statuses = {}
+    for env in ("local", "docker"):
+        run = cli("run", "demo", harness, "none", "--env", env, "--results-dir", str(tmp_path), "--run-name", run_name)
+        assert run.returncode == 0, run.stderr
+        trials = (tmp_path / run_name / f"demo__{harness}__none__{env}" / "trials.jsonl").read_text().splitlines()
+        statuses[env] = {json.loads(line)["task_id"]: json.loads(line)["status"] for line in trials}
+    assert len(statuses["docker"]) == 6
+    assert statuses["docker"] == statuses["local"]
+    assert set(statuses["docker"].values()) == ({"passed"} if harness == "oracle" else {"failed"})
+    assert containers(f"run={run_name}") == []
+
+
+# -- containers --------------------------------------------------------------------------------
+def test_container_gets_limits_labels_workdir_and_env(open_sandbox):
+    box = open_sandbox(workdir="/work/here", cpus=1, memory_mb=256, env={"GREETING": "hi"})
+    info = inspect(box.spec.name)
+    assert info["HostConfig"]["NanoCpus"] == 1_000_000_000
+    assert info["HostConfig"]["Memory"] == 256 * 1024 * 1024
+    assert info["Config"]["Labels"]["agentcompass"] == "1"
+    assert info["Config"]["Labels"]["run"] == "pytest-docker"
+    assert info["State"]["Running"]
+    result = box.exec("pwd; echo $GREETING; cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes")
+    assert result.stdout.split() == ["/work/here", "hi", str(256 * 1024 * 1024)]
+    assert box.has_task_image
+
+
+def test_settings_override_the_task_limits(base_image, open_sandbox):
+    from agentcompass.providers.docker import DockerProvider
+
+    box = open_sandbox(DockerProvider(cpus=0.5, memory_mb=300), cpus=1, memory_mb=256)
+    host = inspect(box.spec.name)["HostConfig"]
+    assert (host["NanoCpus"], host["Memory"]) == (500_000_000, 300 * 1024 * 1024)
+
+
+def test_keep_alive_ignores_the_image_entrypoint(base_image, open_sandbox, tmp_path):
+    context = tmp_path / "entry"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f'FROM {base_image}\nENTRYPOINT ["/bin/false"]\n')
+    box = open_sandbox(build_context=context)
+    assert box.exec("echo alive").stdout == "alive\n"
+
+
+def test_network_none_when_the_task_disallows_internet(open_sandbox):
+    offline = open_sandbox(allow_internet=False)
+    online = open_sandbox(allow_internet=True)
+    assert inspect(offline.spec.name)["HostConfig"]["NetworkMode"] == "none"
+    assert offline.exec("ls /sys/class/net").stdout.split() == ["lo"]
+    assert "eth0" in online.exec("ls /sys/class/net").stdout.split()
+    probe = "python3 -c 'import socket; socket.create_connection((\"172.17.0.1\", 9), timeout=3)'"
+    assert "Network is unreachable" in offline.exec(probe).stderr
+
+
+# -- exec ------------------------------------------------------------------------------------------
+def test_exec_returns_exit_code_and_both_streams(open_sandbox):
+    box = open_sandbox()
+    result = box.exec("echo out; echo err >&2; exit 7", env={"X": "1"}, cwd="/tmp")
+    assert (result.exit_code, result.stdout, result.stderr, result.timed_out) == (7, "out\n", "err\n", False)
+    assert box.exec("pwd").stdout == "/app\n"
+
+
+def test_timeout_kills_the_command_inside_the_container(open_sandbox):
+    box = open_sandbox()
+    started = time.monotonic()
+    result = box.exec("sleep 301 & setsid sleep 302 & sleep 303; echo never", timeout=1.5)
+    assert result.timed_out and result.exit_code == 124
+    assert "never" not in result.stdout
+    assert time.monotonic() - started < 10
+    left = box.exec("ps -eo args").stdout
+    assert "sleep 30" not in left, left
+
+
+def test_output_is_capped_and_marked(base_image, open_sandbox):
+    from agentcompass.providers.docker import DockerProvider
+
+    box = open_sandbox(DockerProvider(output_cap_bytes=1000))
+    result = box.exec("head -c 5000 /dev/zero | tr '\\0' a; head -c 3000 /dev/zero | tr '\\0' b >&2")
+    assert result.stdout == "a" * 1000 + TRUNCATION_MARK
+    assert result.stderr == "b" * 1000 + TRUNCATION_MARK
+    assert box.exec("echo short").stdout == "short\n"
+
+
+# -- files --------------------------------------------------------------------------------------------
+def test_upload_and_download_files_and_directories(open_sandbox, tmp_path):
+    box = open_sandbox()
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "a.txt").write_text("A")
+    (src / "run.sh").write_text("echo from-script\n")
+    box.upload(src, "/tests")
+    box.upload(src / "sub" / "a.txt", "/deep/new/dir/b.txt")
+    assert box.exec("bash /tests/run.sh && cat /tests/sub/a.txt /deep/new/dir/b.txt").stdout == "from-script\nAA"
+    box.exec("mkdir -p /logs/verifier && echo 0.5 > /logs/verifier/reward.txt")
+    box.download("/logs/verifier", tmp_path / "out")
+    box.download("/tests/sub/a.txt", tmp_path / "single.txt")
+    assert (tmp_path / "out" / "reward.txt").read_text() == "0.5\n"
+    assert (tmp_path / "single.txt").read_text() == "A"
+    with pytest.raises(FileNotFoundError):
+        box.download("/no/such/path", tmp_path / "missing")
+
+
+def test_close_removes_the_container_and_is_idempotent(open_sandbox):
+    box = open_sandbox()
+    box.close()
+    box.close()
+    assert subprocess.run(["docker", "inspect", box.spec.name], capture_output=True).returncode != 0
+    assert "docker exec -it" in box.attach_hint() and box.spec.name in box.attach_hint()
+
+
+# -- images -------------------------------------------------------------------------------------------
+def test_task_image_is_built_once_per_content(base_image, provider, tmp_path):
+    from agentcompass.providers.docker import DockerProvider
+
+    context = tmp_path / "task-x" / "environment"
+    context.mkdir(parents=True)
+    (context / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo {uuid.uuid4().hex} > /stamp\n")
+    logs = [tmp_path / f"trial{i}" for i in range(3)]
+    boxes = []
+    fresh = DockerProvider()
+
+    def open_one(log_dir: Path) -> None:
+        spec = SandboxSpec(name=unique("ac-test"), build_context=context, labels={"agentcompass": "1"}, log_dir=log_dir)
+        boxes.append(fresh.open(spec))
+
+    for log_dir in logs:
+        log_dir.mkdir()
+    threads = [threading.Thread(target=open_one, args=(d,)) for d in logs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert len(boxes) == 3
+        stamps = {box.exec("cat /stamp").stdout for box in boxes}
+        assert len(stamps) == 1
+        built = [d for d in logs if (d / "build.log").read_text().startswith("building")]
+        assert len(built) == 1
+        # A new provider (a later run) reuses the tag: nothing is built.
+        again = DockerProvider().open(SandboxSpec(name=unique("ac-test"), build_context=context, log_dir=tmp_path))
+        boxes.append(again)
+        assert "cached" in (tmp_path / "build.log").read_text()
+        assert again.exec("cat /stamp").stdout in stamps
+    finally:
+        for box in boxes:
+            box.close()
+
+
+def test_failing_dockerfile_is_an_infra_error_naming_the_task(cli, base_image, tmp_path):
+    dataset, config_dir = tmp_path / "data", tmp_path / "conf"
+    write_task(dataset, "broken-env", f"FROM {base_image}\nRUN echo building-broken && exit 3\n")
+    write_recipe(config_dir, "brokenbench", dataset)
+    run = cli("run", "brokenbench", "oracle", "none", "--env", "docker", "--config-dir", str(config_dir),
+              "--results-dir", str(tmp_path / "out"), "--run-name", "b", "--max-retries", "0")
+    assert run.returncode == 0, run.stderr
+    run_dir = tmp_path / "out" / "b" / "brokenbench__oracle__none__docker"
+    (trial,) = [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
+    assert (trial["status"], trial["error_category"]) == ("error", "infra")
+    assert "broken-env" in trial["message"] and "build" in trial["message"]
+    assert "building-broken" in (run_dir / "tasks" / "broken-env" / "attempt-1" / "build.log").read_text()
+
+
+def test_missing_image_is_one_line_naming_image_and_override(cli, base_image, tmp_path):
+    image = f"agentcompass/no-such-image:{uuid.uuid4().hex[:8]}"
+    run = cli("run", "demo", "oracle", "none", "--env", "docker", "--env-params", json.dumps({"image": image}),
+              "--results-dir", str(tmp_path))
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert image in lines[0] and "--env-params" in lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_engine_is_one_line_naming_docker_host(cli, tmp_path):
+    run = cli("run", "demo", "oracle", "none", "--env", "docker", "--results-dir", str(tmp_path),
+              env={"DOCKER_HOST": f"unix://{tmp_path}/nothing.sock"})
+    assert run.returncode == 2
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert "DOCKER_HOST" in run.stderr and "nothing.sock" in run.stderr
+
+
+# -- interrupts and cleanup ---------------------------------------------------------------------------
+@pytest.fixture
+def slow_bench(base_image, tmp_path) -> Path:
+    """Four tasks whose solution sleeps: trials are surely running when we interrupt."""
+    dataset, config_dir = tmp_path / "data", tmp_path / "conf"
+    for i in range(4):
+        write_task(dataset, f"slow-{i}", f"FROM {base_image}\nWORKDIR /app\n", solve="sleep 120")
+    write_recipe(config_dir, "slowbench", dataset)
+    return config_dir
+
+
+def start_run(config_dir: Path, results: Path, run_name: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentcompass", "run", "slowbench", "oracle", "none", "--env", "docker",
+         "--config-dir", str(config_dir), "--results-dir", str(results), "--run-name", run_name,
+         "--task-concurrency", "4"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(containers(f"run={run_name}")) < 4:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "trials did not start"
+        time.sleep(0.1)
+    return proc
+
+
+def test_sigint_closes_every_container(slow_bench, tmp_path):
+    run_name = unique("sigint")
+    proc = start_run(slow_bench, tmp_path / "out", run_name)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert containers(f"run={run_name}") == []
+
+
+def test_cleanup_removes_what_a_killed_run_left(cli, slow_bench, tmp_path):
+    run_name = unique("sigkill")
+    proc = start_run(slow_bench, tmp_path / "out", run_name)
+    proc.kill()
+    proc.communicate()
+    assert len(containers(f"run={run_name}")) == 4
+    cleaned = cli("cleanup", "--env", "docker", "--run-name", run_name)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert "removed 4" in cleaned.stdout
+    assert containers(f"run={run_name}") == []
+
+
+def test_a_stale_container_of_the_same_trial_is_replaced(open_sandbox, plain_context):
+    """Rerunning a killed run under its name meets the old trial's container name: it is replaced."""
+    from agentcompass.providers.docker import DockerProvider
+
+    name = unique("ac-test")
+    subprocess.run(["docker", "create", "--name", name, "--label", "agentcompass=1", "agentcompass/base:bookworm"],
+                   capture_output=True, check=True)
+    box = DockerProvider().open(SandboxSpec(name=name, build_context=plain_context))
+    try:
+        assert box.exec("echo fresh").stdout == "fresh\n"
+    finally:
+        box.close()
+    assert subprocess.run(["docker", "inspect", name], capture_output=True).returncode != 0
+
+
+def test_keep_environment_keeps_the_container_and_says_how_to_attach(cli, base_image, tmp_path):
+    run_name = unique("keep")
+    run = cli("run", "demo", "oracle", "none", "--env", "docker", "run.keep_environment=true",
+              "--benchmark-params", '{"sample_ids": ["fix-median-bug"]}',
+              "--results-dir", str(tmp_path), "--run-name", run_name)
+    assert run.returncode == 0, run.stderr
+    (kept,) = containers(f"run={run_name}")
+    assert f"docker exec -it ac-{run_name}-fix-median-bug-1" in run.stdout
+    assert inspect(kept)["State"]["Running"]
+    cleaned = cli("cleanup", "--env", "docker", "--run-name", run_name)
+    assert cleaned.stdout.startswith("removed 1 ")
+    assert containers(f"run={run_name}") == []
