@@ -1,0 +1,3 @@
+#!/bin/bash
+# The tests file is check_outputs.py (not test_outputs.py) so that agentcompass's own test run skips it.
+"${PYTHON:-python3}" -m pytest -rA "$TEST_DIR/check_outputs.py"

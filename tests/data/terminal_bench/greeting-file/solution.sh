@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "${GREETING}, world" > /app/greeting.txt
