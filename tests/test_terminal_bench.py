@@ -176,12 +176,14 @@ def test_compose_details_and_defaults(tmp_path: Path) -> None:
             environment: {A: "1", LOGS: "${T_BENCH_CONTAINER_LOGS_PATH}/x", UNKNOWN: "${SOMETHING_ELSE}"}
         """, task_yaml="descriptions:\n  - key: base\n    description: the early format\n")
     write_task(tmp_path, "image-only", dockerfile=None, compose="services:\n  client:\n    image: python:3.12\n")
+    write_task(tmp_path, "list-env", compose="services:\n  client:\n    build: .\n    environment: [FROM_HOST, B=x=y]\n")
     tasks = {t.id: t for t in TerminalBenchFormat(recipe_for(tmp_path)).load()}
     dict_env = tasks["dict-env"]
     assert dict_env.env == {"TEST_DIR": "/tests", "A": "1", "LOGS": "/logs/x"}
     assert dict_env.workdir == "/srv/work" and dict_env.instruction == "the early format"
     assert (dict_env.agent_timeout_s, dict_env.verify_timeout_s) == (360.0, 60.0)  # the original's defaults
     assert tasks["image-only"].image == "python:3.12" and tasks["image-only"].build_context is None
+    assert tasks["list-env"].env == {"TEST_DIR": "/tests", "B": "x=y"}  # a bare name means "from the host": not ours
 
 
 @pytest.mark.parametrize(("compose", "dockerfile", "message"), [

@@ -117,10 +117,11 @@ def substitute(value: str) -> str | None:
 
 
 def compose_env(raw: Any) -> dict[str, str]:
-    items = raw.items() if isinstance(raw, dict) else (str(e).partition("=")[::2] for e in raw or [])
+    """A service's `environment` (list of KEY=VALUE or mapping); a bare KEY (taken from the host) is skipped."""
+    items = raw.items() if isinstance(raw, dict) else (str(e).split("=", 1) for e in raw or [] if "=" in str(e))
     env = {}
     for key, value in items:
-        resolved = substitute(str(value if value is not None else ""))
+        resolved = substitute(str(value)) if value is not None else None
         if resolved is not None:
             env[str(key)] = resolved
     return env
@@ -146,7 +147,8 @@ def read_container(task_dir: Path) -> Container:
         spec = {"context": build} if isinstance(build, str) else dict(build)
         context = (task_dir / str(spec.get("context") or ".")).resolve()
         dockerfile = str(spec.get("dockerfile") or "Dockerfile")
-        if not (context / dockerfile).is_file() or Path(dockerfile).name != "Dockerfile" or "/" in dockerfile:
+        # Providers build `<context>/Dockerfile`; another file name would be silently ignored.
+        if dockerfile != "Dockerfile" or not (context / dockerfile).is_file():
             raise UserError(f"{compose}: the client service must build from a file named Dockerfile in its context "
                             f"(got context {spec.get('context') or '.'!r}, dockerfile {dockerfile!r})")
         container.build_context = context
