@@ -27,6 +27,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "oracle": "agentcompass.harnesses.oracle:OracleHarness",
         "nop": "agentcompass.harnesses.nop:NopHarness",
         "mini_swe_agent": "agentcompass.harnesses.mini_swe_agent:MiniSweAgentHarness",
+        "predictions": "agentcompass.harnesses.predictions:PredictionsHarness",
     },
 }
 

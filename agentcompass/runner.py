@@ -122,17 +122,20 @@ def execute(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
             status = "interrupted"
             raise
         finally:
-            summary = write_summary(run_dir, task_ids, k)
+            summary = write_summary(run_dir, task_ids, k, prepared.task_format)
             run_info.update({"finished_at": now_iso(), "status": status})
             write_json(run_dir / "run.json", run_info)
             log.info("run finished", status=status, **{k_: summary[k_] for k_ in ("passed", "failed", "errors")})
     return summary
 
 
-def write_summary(run_dir: Path, task_ids: list[str], k: int) -> dict[str, Any]:
-    results = list(ResultsStore(run_dir).finished().values())
-    summary = summarize([r for r in results if r.task_id in set(task_ids)], task_ids, k)
+def write_summary(run_dir: Path, task_ids: list[str], k: int, task_format: Any = None) -> dict[str, Any]:
+    results = [r for r in ResultsStore(run_dir).finished().values() if r.task_id in set(task_ids)]
+    summary = summarize(results, task_ids, k)
     write_json(run_dir / "summary.json", summary)
+    write_artifacts = getattr(task_format, "write_artifacts", None)
+    if write_artifacts is not None:  # files a format derives from trials.jsonl, e.g. SWE-bench's predictions.jsonl
+        write_artifacts(run_dir, results)
     return summary
 
 

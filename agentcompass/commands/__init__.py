@@ -5,6 +5,7 @@ These modules import only the standard library at top level, so `agentcompass --
 
 COMMAND_MODULES: dict[str, str] = {
     # command name -> module, e.g. "cleanup": "agentcompass.commands.cleanup"
+    "eval": "agentcompass.commands.evaluate",
     "cleanup": "agentcompass.commands.cleanup",
     "validate": "agentcompass.commands.validate",
 }

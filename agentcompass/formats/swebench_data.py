@@ -63,7 +63,7 @@ def read_hf_dataset(name: str, split: str) -> tuple[dict[str, Any], ...]:
 # -- normalising ---------------------------------------------------------------------------
 
 
-def test_list(value: Any, field: str, instance_id: str) -> list[str]:
+def as_test_list(value: Any, field: str, instance_id: str) -> list[str]:
     """FAIL_TO_PASS / PASS_TO_PASS: a JSON-encoded string on the hub, a list in local exports."""
     if isinstance(value, str):
         try:
@@ -84,7 +84,7 @@ def normalize_row(row: dict[str, Any]) -> dict[str, Any]:
     out["instance_id"] = str(row["instance_id"])
     out["version"] = str(row.get("version") or "")
     for field in TEST_LISTS:
-        out[field] = test_list(row[field], field, out["instance_id"])
+        out[field] = as_test_list(row[field], field, out["instance_id"])
     return out
 
 
@@ -193,7 +193,7 @@ def patch_files(patch: str) -> tuple[list[str], list[str]]:
     return modified, created
 
 
-def test_directives(row: dict[str, Any]) -> list[str]:
+def directives_of(row: dict[str, Any]) -> list[str]:
     files = re.findall(r"diff --git a/.* b/(.*)", row["test_patch"])
     files = [f for f in files if not f.endswith(NON_TEST_SUFFIXES)]
     if row["repo"] == "django/django":  # runtests.py takes dotted module names under tests/
@@ -219,13 +219,13 @@ def classic_eval_script(row: dict[str, Any], start: str, end: str) -> str:
         "git status", "git show", f"git -c core.fileMode=false diff {base}",
         *activate, install, *reset,
         f"git apply -v - <<'{HEREDOC}'\n{row['test_patch']}\n{HEREDOC}",
-        f": '{start}'", " ".join([test_cmd, *test_directives(row)]), f": '{end}'",
+        f": '{start}'", " ".join([test_cmd, *directives_of(row)]), f": '{end}'",
         *reset,
     ]
     return "\n".join(["#!/bin/bash", "set -uxo pipefail", *lines]) + "\n"
 
 
-def test_spec_row(row: dict[str, Any], image: str) -> dict[str, Any]:
+def instance_for_test_spec(row: dict[str, Any], image: str) -> dict[str, Any]:
     """The row with every field swebench's make_test_spec reads, classic rows completed here."""
     from swebench.harness.constants import END_TEST_OUTPUT, FAIL_ONLY_REPOS, START_TEST_OUTPUT, EvalType
 

@@ -1,0 +1,83 @@
+"""`agentcompass eval BENCHMARK --predictions FILE`: grade existing patches without running an agent.
+
+It is an ordinary run of the `predictions` harness over the instances in the file, so the
+results land in the usual layout (<results>/<run>/<benchmark>__predictions__<model>__<env>/),
+with the model label taken from the file's model_name_or_path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+EXAMPLES = """examples:
+  agentcompass eval swebench_verified --predictions preds.jsonl --env docker --task-concurrency 8
+  agentcompass eval swebench_lite --predictions results/r1/swebench_lite__mini_swe_agent__gpt__modal/predictions.jsonl \\
+      --env docker --run-name regrade
+"""
+# run's flags that eval does not take: left unset for cli.build_invocation
+UNUSED_RUN_FLAGS = ("harness_params", "model_params", "model_base_url", "model_api_key", "k")
+
+
+def register(sub: Any) -> None:
+    from agentcompass.cli import non_negative_int, positive_int
+
+    parser = sub.add_parser("eval", help="grade a SWE-bench predictions file (no agent) into the results layout",
+                            epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("benchmark", metavar="BENCHMARK", help="a SWE-bench recipe, e.g. swebench_verified")
+    parser.add_argument("--predictions", required=True, type=Path, metavar="FILE",
+                        help=".jsonl, .json list, or .json object keyed by instance_id")
+    parser.add_argument("--env", default=None, help="execution environment: docker, modal, gcp, local")
+    parser.add_argument("--task-concurrency", type=positive_int, metavar="N", help="instances at once (default 4)")
+    parser.add_argument("--max-retries", type=non_negative_int, metavar="N", help="infra retries (default 2)")
+    parser.add_argument("--run-name", metavar="NAME", help="default a timestamp; reuse a name to resume")
+    parser.add_argument("--results-dir", metavar="DIR", help="default results/")
+    parser.add_argument("--benchmark-params", metavar="JSON", help="e.g. a local dataset file: '{\"path\": \"rows.jsonl\"}'")
+    parser.add_argument("--env-params", metavar="JSON", help="deep-merged into env, e.g. '{\"image\": ...}'")
+    parser.add_argument("--config", action="append", default=[], type=Path, metavar="FILE",
+                        help="private YAML overlay, highest precedence (repeatable)")
+    parser.add_argument("--config-dir", action="append", default=[], type=Path, metavar="DIR",
+                        help="user dir with recipes/ harnesses/ providers/ models/ (repeatable)")
+
+
+def handle(args: argparse.Namespace, argv: list[str]) -> int:
+    from agentcompass.cli import build_invocation
+    from agentcompass.errors import UserError
+    from agentcompass.harnesses.predictions import read_predictions
+    from agentcompass.launch import launch
+    from agentcompass.overrides import hydra_value, parse_json_object
+
+    predictions = read_predictions(args.predictions)
+    if not predictions:
+        raise UserError(f"{args.predictions} holds no predictions")
+    params = parse_json_object("benchmark_params", args.benchmark_params) if args.benchmark_params else {}
+    params["sample_ids"] = selected_ids(list(predictions), params.get("sample_ids"))
+    args.benchmark_params = json.dumps(params)
+    for flag in UNUSED_RUN_FLAGS:
+        setattr(args, flag, None)
+    if args.run_name is None:
+        args.run_name = time.strftime("%Y%m%d-%H%M%S")
+    elif not args.run_name or "/" in args.run_name or args.run_name.startswith("."):
+        raise UserError(f"--run-name {args.run_name!r} must be a plain name (no '/', not starting with '.')")
+    model = next((str(p["model_name_or_path"]) for p in predictions.values() if p.get("model_name_or_path")), "predictions")
+    extra = [f"model.name={hydra_value(model)}",
+             f"++harness.predictions={hydra_value(str(args.predictions.resolve()))}"]
+    invocation = build_invocation(args, [args.benchmark, "predictions", "custom"], extra)
+    return launch(invocation, multirun=False, argv=argv)
+
+
+def selected_ids(in_file: list[str], requested: Any) -> list[str]:
+    """The file's instances, narrowed to --benchmark-params sample_ids when given."""
+    from agentcompass.errors import UserError
+
+    if not requested:
+        return in_file
+    requested = [requested] if isinstance(requested, str) else list(requested)
+    ids = [i for i in requested if i in set(in_file)]
+    if not ids:
+        raise UserError("none of the requested sample_ids has a prediction in the file; "
+                        "drop sample_ids or pick instances the file has")
+    return ids

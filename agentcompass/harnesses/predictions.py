@@ -1,0 +1,63 @@
+"""predictions: submits each task's patch from a predictions file; the harness behind `agentcompass eval`.
+
+A predictions file is what SWE-bench's harness and sb-cli read: a .jsonl file, a .json list,
+or a .json object keyed by instance_id, each prediction with instance_id, model_name_or_path
+and model_patch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentcompass.errors import AgentError, UserError
+from agentcompass.schema import Strict
+from agentcompass.task import AgentOutcome, Task
+
+if TYPE_CHECKING:
+    from agentcompass.formats.base import TaskFormat
+    from agentcompass.sandbox import Sandbox
+    from agentcompass.schema import ModelConfig
+    from agentcompass.trial import TrialContext
+
+
+def read_predictions(path: Path) -> dict[str, dict[str, Any]]:
+    """instance_id -> prediction, from a .jsonl file, a .json list or a .json object keyed by instance_id."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".jsonl":
+            rows: Any = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            rows = json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read predictions from {path}: {exc}; pass a .jsonl file or a .json list or object") from exc
+    if isinstance(rows, dict):
+        rows = [{"instance_id": key, **value} if isinstance(value, dict) else value for key, value in rows.items()]
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and r.get("instance_id") for r in rows):
+        raise UserError(f"{path}: every prediction must be an object with instance_id, model_name_or_path, model_patch")
+    return {str(r["instance_id"]): r for r in rows}
+
+
+class PredictionsHarness:
+    needs_model = False
+
+    class Settings(Strict):
+        predictions: str | None = None
+
+    def __init__(self, predictions: str | None = None, **_: Any) -> None:
+        if not predictions:
+            raise UserError("harness 'predictions' needs a file: agentcompass eval BENCHMARK --predictions FILE")
+        self.predictions = read_predictions(Path(predictions))
+
+    def run(
+        self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
+    ) -> AgentOutcome:
+        prediction = self.predictions.get(task.id)
+        if prediction is None:
+            raise AgentError(f"the predictions file has no prediction for {task.id}")
+        apply_patch = getattr(task_format, "apply_patch", None)
+        if apply_patch is None:
+            raise AgentError(f"the '{type(task_format).__name__}' format does not grade patches; use a SWE-bench benchmark")
+        trial.write("agent.log", f"prediction by {prediction.get('model_name_or_path')}\n")
+        return apply_patch(task, sandbox, trial, str(prediction.get("model_patch") or ""))
