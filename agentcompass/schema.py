@@ -59,6 +59,14 @@ class ModelConfig(Strict):
     reasoning_map: dict[str, dict[str, Any]] = Field(default_factory=dict)  # tier -> request fields
     pricing: Pricing | None = None
 
+    @field_validator("name", "base_url")
+    @classmethod
+    def _is_set(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value == "???":  # OmegaConf's mark for a value the preset leaves to the user
+            raise ValueError(f"model.{info.field_name} is not set; pass model.{info.field_name}=VALUE"
+                             + (" or --model-base-url URL" if info.field_name == "base_url" else ""))
+        return value
+
     @field_validator("reasoning_map")
     @classmethod
     def _tier_is_known(cls, value: dict[str, dict[str, Any]], info: ValidationInfo) -> dict[str, dict[str, Any]]:

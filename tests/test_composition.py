@@ -37,6 +37,8 @@ def test_every_shipped_yaml_composes_and_validates(key):
             resolved = resolved_for("model.name=openai/gpt-4o-mini", model="custom")
             assert resolved.labels["model"] == "openai/gpt-4o-mini"  # a raw string labels by itself
             continue
+        elif key == "model" and name == "openai_compatible":  # the preset leaves name and endpoint to the user
+            resolved = resolved_for("model.name=my-model", "model.base_url=http://127.0.0.1:8000/v1", model=name)
         elif key == "harness":
             resolved = resolved_for(harness=name)
         else:

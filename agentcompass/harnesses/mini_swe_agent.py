@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from pydantic import Field
 
 from agentcompass.errors import AgentError, InfraError, TrialError, UserError
-from agentcompass.models import Meter, completion_kwargs, import_litellm, key_env_name, litellm_name
+from agentcompass.formats.sources import cache_root
+from agentcompass.models import Meter, completion_kwargs, import_litellm, key_env_name
 from agentcompass.schema import Strict
 from agentcompass.task import AgentOutcome, Task
 
@@ -35,21 +36,17 @@ SUBMIT_LINE = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's end-of
 DEFAULT_COMMAND_TIMEOUT_S = 60.0
 EXIT_STATUSES = {"Submitted": "submitted", "LimitsExceeded": "limits_exceeded", "TimeExceeded": "timeout",
                  "RepeatedFormatError": "format_error"}
+LITELLM_MODEL_CLASSES = ("litellm", "litellm_textbased", "litellm_response")  # what MeteredModel can wrap
 MINI_KEY_HINT = " You can permanently set your API key with `mini-extra config set KEY VALUE`."
 _import_lock = threading.Lock()
-
-
-def cache_root() -> Path:
-    configured = os.environ.get("AGENTCOMPASS_CACHE_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "agentcompass"
 
 
 def import_minisweagent() -> Any:
     """minisweagent without its banner, its global config dir in our cache (it reads both at import)."""
     with _import_lock:
         os.environ["MSWEA_SILENT_STARTUP"] = "1"
-        os.environ.setdefault("MSWEA_GLOBAL_CONFIG_DIR", str(cache_root() / "mini-swe-agent"))
-        import_litellm()  # first, so its offline price-map setting holds
+        if not os.environ.get("MSWEA_GLOBAL_CONFIG_DIR"):  # an explicit setting wins; empty counts as unset
+            os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = str(cache_root() / "mini-swe-agent")
         import minisweagent
 
     return minisweagent
@@ -81,7 +78,6 @@ class MeteredModel:
     """Mixed into a mini-swe-agent litellm model class: times requests and prices replies our way."""
 
     meter: Meter
-    secret: str | None
 
     def _query(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
         start = time.monotonic()
@@ -190,45 +186,26 @@ class MiniSweAgentHarness:
     def __init__(self, **settings: Any) -> None:
         self.settings = self.Settings.model_validate(settings)
         self.prompt = load_prompt_config(self.settings.prompt_config)
+        model_class = (self.prompt.get("model") or {}).get("model_class") or "litellm"
+        if model_class not in LITELLM_MODEL_CLASSES:
+            raise UserError(f"mini_swe_agent prompt_config '{self.settings.prompt_config}' asks for model_class "
+                            f"'{model_class}'; supported: {', '.join(LITELLM_MODEL_CLASSES)}")
 
     def run(
         self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
     ) -> AgentOutcome:
         import_minisweagent()
-        from minisweagent.models import get_model_class
-        from minisweagent.models.litellm_model import LitellmModel
-
-        settings, prompt = self.settings, self.prompt
         kwargs = completion_kwargs(model)
         secret = kwargs.get("api_key")
         meter = Meter(model)
-        wall_s = settings.wall_time_limit_s or task.agent_timeout_s or 0
-
-        model_cfg = dict(prompt.get("model") or {})
-        base = get_model_class(meter.name, model_cfg.pop("model_class", "") or "litellm")
-        if not issubclass(base, LitellmModel):
-            raise UserError(f"mini_swe_agent supports litellm model classes only, got {base.__name__}")
-        model_cfg.pop("model_name", None)
-        model_cfg["model_kwargs"] = {**(model_cfg.get("model_kwargs") or {}), **kwargs}
-        model_cfg["cost_tracking"] = "ignore_errors"  # pricing is ours (Meter): an unpriced model is no error
-        if meter.name.startswith("anthropic/"):
-            model_cfg.setdefault("set_cache_control", "default_end")  # as mini-swe-agent's get_model does
-        lm = trial_model_class(base)(model_name=meter.name, **model_cfg)
-        lm.meter, lm.secret = meter, secret
-
-        env_cfg = prompt.get("environment") or {}
-        timeout_s = settings.command_timeout_s or float(env_cfg.get("timeout") or DEFAULT_COMMAND_TIMEOUT_S)
-        env = SandboxEnvironment(
-            sandbox, task.workdir, {**(env_cfg.get("env") or {}), **settings.env}, timeout_s,
-            deadline=time.monotonic() + (wall_s or float("inf")),
-            log=lambda text: trial.append("agent.log", scrub(text, secret)),
-        )
-        env.system_vars = sandbox_system_vars(sandbox, task.workdir)
-
-        agent_cfg = {**prompt["agent"], "step_limit": settings.step_limit, "cost_limit": settings.cost_limit,
-                     "wall_time_limit_seconds": int(wall_s), "output_path": None}
+        wall_s = self.settings.wall_time_limit_s or task.agent_timeout_s or 0
+        lm = self._model(meter, kwargs)
+        env = self._environment(task, sandbox, trial, secret, wall_s)
+        agent_cfg = {**self.prompt["agent"], "step_limit": self.settings.step_limit,
+                     "cost_limit": self.settings.cost_limit, "wall_time_limit_seconds": int(wall_s), "output_path": None}
         agent = trial_agent_class()(lm, env, **agent_cfg)
-        agent.write_trajectory = lambda data: trial.write("trajectory.json", scrub(json.dumps(data, indent=2, default=str), secret))
+        agent.write_trajectory = lambda data: trial.write(
+            "trajectory.json", scrub(json.dumps(data, indent=2, default=str), secret))
         try:
             info = agent.run(task.instruction)
         except TrialError:
@@ -242,6 +219,33 @@ class MiniSweAgentHarness:
             usage=meter.usage,
             message=scrub(str(info.get("exception_str") or ""), secret)[:500],
         )
+
+    def _model(self, meter: Meter, kwargs: dict[str, Any]) -> Any:
+        """The prompt config's litellm model class, metered, with our endpoint, key and tier fields."""
+        import_litellm()  # before minisweagent's model module imports it: the offline price-map setting holds
+        from minisweagent.models import get_model_class
+
+        model_cfg = {k: v for k, v in (self.prompt.get("model") or {}).items() if k not in ("model_class", "model_name")}
+        base = get_model_class(meter.name, (self.prompt.get("model") or {}).get("model_class") or "litellm")
+        model_cfg["model_kwargs"] = {**(model_cfg.get("model_kwargs") or {}), **kwargs}
+        model_cfg["cost_tracking"] = "ignore_errors"  # pricing is ours (Meter): an unpriced model is no error
+        if meter.name.startswith("anthropic/"):
+            model_cfg.setdefault("set_cache_control", "default_end")  # as mini-swe-agent's get_model does
+        lm = trial_model_class(base)(model_name=meter.name, **model_cfg)
+        lm.meter = meter
+        return lm
+
+    def _environment(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", secret: str | None,
+                     wall_s: float) -> SandboxEnvironment:
+        env_cfg = self.prompt.get("environment") or {}
+        env = SandboxEnvironment(
+            sandbox, task.workdir, {**(env_cfg.get("env") or {}), **self.settings.env},
+            self.settings.command_timeout_s or float(env_cfg.get("timeout") or DEFAULT_COMMAND_TIMEOUT_S),
+            deadline=time.monotonic() + (wall_s or float("inf")),
+            log=lambda text: trial.append("agent.log", scrub(text, secret)),
+        )
+        env.system_vars = sandbox_system_vars(sandbox, task.workdir)
+        return env
 
 
 def classify(exc: Exception, model: "ModelConfig", secret: str | None) -> TrialError:
