@@ -65,7 +65,7 @@ def test_upload_download_roundtrip(sandbox, tmp_path):
 def test_timeout_kills_the_whole_process_group(sandbox):
     start = time.monotonic()
     # The command starts a grandchild that would outlive a naive kill of the shell.
-    result = sandbox.exec("sleep 300 & echo $! > /app/child.pid; wait", timeout=1.5)
+    result = sandbox.exec("sleep 313.7 & echo $! > /app/child.pid; wait", timeout=1.5)
     assert result.timed_out and result.exit_code == 124
     assert time.monotonic() - start < 20
     pid_text = (sandbox.host_path("/app") / "child.pid").read_text().strip()
@@ -74,7 +74,7 @@ def test_timeout_kills_the_whole_process_group(sandbox):
         while alive(int(pid_text)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not alive(int(pid_text))
-    assert "sleep 300" not in os.popen("ps -eo args").read()
+    assert "sleep 313.7" not in os.popen("ps -eo args").read()
 
 
 def test_close_kills_running_commands_and_removes_workspace(sandbox):
