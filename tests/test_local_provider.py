@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentcompass.errors import UserError
-from agentcompass.providers.local import LocalProvider
+from agentcompass.providers.local import REMOVER, LocalProvider
 from agentcompass.sandbox import SandboxSpec
 
 HAS_BWRAP = shutil.which("bwrap") is not None
@@ -84,6 +84,7 @@ def test_close_kills_running_commands_and_removes_workspace(sandbox):
     sandbox.close()
     thread.join(timeout=10)
     assert not thread.is_alive()
+    REMOVER.drain()  # workspaces are removed in the background, and always before exit
     assert not sandbox.workspace.exists()
     sandbox.close()  # idempotent
 

@@ -9,7 +9,10 @@ text files are rewritten to the workspace, which is enough for well-behaved task
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import queue
 import re
 import shutil
 import signal
@@ -30,6 +33,55 @@ SYSTEM_DIRS = {"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _notice_lock = threading.Lock()
 _notice_shown = False
+
+
+class WorkspaceRemover:
+    """Deletes closed workspaces on a background thread, off the trials' critical path.
+
+    Removing a directory tree costs more than everything else a tiny trial does; the
+    sandbox is already dead when its workspace is queued here, and the queue is drained
+    before the process exits, so nothing is left behind.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[Path] = queue.Queue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def remove(self, path: Path) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="workspace-remover", daemon=True)
+                self._thread.start()
+                atexit.register(self.drain)
+        self._queue.put(path)
+
+    def _loop(self) -> None:
+        while True:
+            path = self._queue.get()
+            shutil.rmtree(path, ignore_errors=True)
+            self._queue.task_done()
+
+    def drain(self) -> None:
+        self._queue.join()
+
+
+REMOVER = WorkspaceRemover()
+
+
+@functools.lru_cache(maxsize=1)
+def host_root_binds() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """bwrap arguments that show the host's top-level folders read-only (symlinks as symlinks)."""
+    binds = []
+    for entry in sorted(os.listdir("/")):
+        host = Path("/") / entry
+        if entry in {"proc", "dev", "tmp"}:
+            continue
+        if host.is_symlink():
+            binds.append((entry, ("--symlink", os.readlink(host), str(host))))
+        elif host.is_dir():
+            binds.append((entry, ("--ro-bind", str(host), str(host))))
+    return tuple(binds)
 
 
 class LocalProvider:
@@ -114,14 +166,9 @@ class LocalSandbox:
     def _bwrap_argv(self, cwd: str) -> list[str]:
         argv = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         mine = {p.name for p in self.fs.iterdir()}
-        for entry in sorted(os.listdir("/")):
-            host = Path("/") / entry
-            if entry in mine or entry in {"proc", "dev", "tmp"}:
-                continue
-            if host.is_symlink():
-                argv += ["--symlink", os.readlink(host), str(host)]
-            elif host.is_dir():
-                argv += ["--ro-bind", str(host), str(host)]
+        for entry, args in host_root_binds():
+            if entry not in mine:
+                argv += args
         argv += ["--proc", "/proc", "--dev", "/dev"]
         for name in sorted(mine):
             argv += ["--bind", str(self.fs / name), f"/{name}"]
@@ -229,4 +276,4 @@ class LocalSandbox:
         for proc in procs:
             self._kill(proc)
         if not self.keep:
-            shutil.rmtree(self.workspace, ignore_errors=True)
+            REMOVER.remove(self.workspace)
