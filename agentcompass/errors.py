@@ -12,6 +12,7 @@ class TrialError(Exception):
 
     category = "infra"
     retryable = True
+    usage = None  # what the agent spent before failing (agentcompass.task.Usage), when the harness knows
 
 
 class InfraError(TrialError):

@@ -153,7 +153,7 @@ class TrialRunner:
             message=str(error) if error else "",
             agent_exit_status=outcome.exit_status,
             timings=timings,
-            usage=outcome.usage,
+            usage=(error.usage if error is not None and error.usage is not None else outcome.usage),
             started_at=started,
             finished_at=now_iso(),
         )

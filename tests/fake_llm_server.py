@@ -30,6 +30,7 @@ class FakeLLM:
     commands: list[str]  # the bash command of each step; the last one repeats
     api_key: str | None = None  # when set, any other bearer token gets a 401
     failures: list[int] = field(default_factory=list)  # statuses returned, in order, before any success
+    revoke_after: int | None = None  # after this many successes every request gets a 401 (a revoked key)
     requests: list[Recorded] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -51,7 +52,8 @@ class FakeLLM:
                 status = self.failures.pop(0)
                 self.requests.append(Recorded(body, authorization, status))
                 return status, {"error": {"message": f"scripted failure {status}", "type": "server_error"}}
-            if self.api_key is not None and authorization != f"Bearer {self.api_key}":
+            revoked = self.revoke_after is not None and len(self.successes) >= self.revoke_after
+            if revoked or (self.api_key is not None and authorization != f"Bearer {self.api_key}"):
                 self.requests.append(Recorded(body, authorization, 401))
                 return 401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
                                        "code": "invalid_api_key"}}

@@ -172,6 +172,17 @@ def test_a_rejected_key_fails_the_trial_as_an_agent_error_without_retries(tmp_pa
     assert wrong not in proc.stdout + proc.stderr
 
 
+def test_an_agent_error_mid_run_keeps_the_usage_spent_before_it(tmp_path):
+    llm = FakeLLM(FIX_COMMANDS, revoke_after=2)
+    run_demo(llm, tmp_path, "openai_compatible", "model.name=fake-coder-1")
+    [trial] = read_trials(run_dir(tmp_path / "results"))
+    assert trial["status"] == "error" and trial["error_category"] == "agent", trial
+    served = llm.successes
+    assert len(served) == 2
+    assert trial["usage"]["tokens_in"] == sum(r.usage["prompt_tokens"] for r in served)
+    assert trial["usage"]["tokens_out"] == sum(r.usage["completion_tokens"] for r in served)
+
+
 def test_a_harness_that_needs_a_model_refuses_none(cli, tmp_path):
     proc = cli("run", "demo", "mini_swe_agent", "none", "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
     assert proc.returncode == 2

@@ -208,10 +208,13 @@ class MiniSweAgentHarness:
             "trajectory.json", scrub(json.dumps(data, indent=2, default=str), secret))
         try:
             info = agent.run(task.instruction)
-        except TrialError:
+        except TrialError as exc:
+            exc.usage = meter.usage
             raise
         except Exception as exc:
-            raise classify(exc, model, secret) from None
+            error = classify(exc, model, secret)
+            error.usage = meter.usage  # tokens spent before the failure still cost money
+            raise error from None
         raw_status = str(info.get("exit_status", ""))
         return AgentOutcome(
             exit_status=EXIT_STATUSES.get(raw_status, raw_status.lower() or "completed"),
