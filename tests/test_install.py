@@ -1,0 +1,37 @@
+"""A plain (non-editable) `pip install .` works from any directory: the YAML ships in the wheel."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_wheel_install_runs_the_demo_from_another_directory(tmp_path):
+    wheels = tmp_path / "wheels"
+    # hatchling comes with the test extra: no build-time download, so no flake from the network.
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(REPO),
+                            "-w", str(wheels)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = wheels.glob("agentcompass-*.whl")
+    venv = tmp_path / "venv"
+    # The venv sees this interpreter's packages for the dependencies, but agentcompass itself is the wheel's.
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
+                   capture_output=True, text=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = subprocess.run([str(python), "-c", "import agentcompass; print(agentcompass.__file__)"],
+                           cwd=elsewhere, capture_output=True, text=True, check=True).stdout
+    assert str(venv) in where, where  # not the checkout
+    listed = subprocess.run([str(venv / "bin" / "agentcompass"), "list"], cwd=elsewhere, capture_output=True, text=True)
+    assert listed.returncode == 0 and "demo" in listed.stdout and "oracle" in listed.stdout
+    run = subprocess.run([str(venv / "bin" / "agentcompass"), "run", "demo", "oracle", "none", "--run-name", "w"],
+                         cwd=elsewhere, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    summary = json.loads((elsewhere / "results" / "w" / "demo__oracle__none__local" / "summary.json").read_text())
+    assert summary["passed"] == summary["tasks"] >= 5
