@@ -37,24 +37,30 @@ class Parser(argparse.ArgumentParser):
         raise UserError(f"{self.prog}: {message}; see '{self.prog} --help'")
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
+def whole_number(minimum: int) -> Any:
+    """An argparse type: a whole number of at least `minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a number >= {minimum}, got {value}")
+        return value
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
+positive_int = whole_number(1)
+non_negative_int = whole_number(0)
+
+
+def add_overlay_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", action="append", default=[], type=Path, metavar="FILE",
+                        help="private YAML overlay, highest precedence (repeatable; e.g. credentials)")
+    parser.add_argument("--config-dir", action="append", default=[], type=Path, metavar="DIR",
+                        help="user dir with recipes/ harnesses/ providers/ models/ (repeatable)")
 
 
 def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = True) -> None:
@@ -68,10 +74,7 @@ def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = T
     parser.add_argument("--model-params", metavar="JSON", help="deep-merged into model.params")
     parser.add_argument("--model-base-url", metavar="URL", help="the model endpoint's base URL")
     parser.add_argument("--model-api-key", metavar="KEY", help="the model API key (never written anywhere)")
-    parser.add_argument("--config", action="append", default=[], type=Path, metavar="FILE",
-                        help="private YAML overlay, highest precedence (repeatable; e.g. credentials)")
-    parser.add_argument("--config-dir", action="append", default=[], type=Path, metavar="DIR",
-                        help="user dir with recipes/ harnesses/ providers/ models/ (repeatable)")
+    add_overlay_args(parser)
     if with_run_flags:
         parser.add_argument("--task-concurrency", type=positive_int, metavar="N", help="trials at once (default 4)")
         parser.add_argument("--k", type=positive_int, metavar="N", help="attempts per task (default 1)")
@@ -165,12 +168,18 @@ def selection(args: argparse.Namespace, command: str) -> tuple[list[str], list[s
     return names, extra
 
 
+def run_name_of(args: argparse.Namespace, default_format: str = "%Y%m%d-%H%M%S") -> str:
+    """--run-name as given (checked), or a timestamp."""
+    if args.run_name is None:
+        return time.strftime(default_format)
+    if not args.run_name or "/" in args.run_name or args.run_name.startswith("."):
+        raise UserError(f"--run-name {args.run_name!r} must be a plain name (no '/', not starting with '.')")
+    return str(args.run_name)
+
+
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     names, extra = selection(args, "run")
-    if args.run_name is None:
-        args.run_name = time.strftime("%Y%m%d-%H%M%S")
-    elif not args.run_name or "/" in args.run_name or args.run_name.startswith("."):
-        raise UserError(f"--run-name {args.run_name!r} must be a plain name (no '/', not starting with '.')")
+    args.run_name = run_name_of(args)
     invocation = build_invocation(args, names, extra)
     from agentcompass.launch import launch
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ UNUSED_RUN_FLAGS = ("harness_params", "model_params", "model_base_url", "model_a
 
 
 def register(sub: Any) -> None:
-    from agentcompass.cli import non_negative_int, positive_int
+    from agentcompass.cli import add_overlay_args, non_negative_int, positive_int
 
     parser = sub.add_parser("eval", help="grade a SWE-bench predictions file (no agent) into the results layout",
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,14 +36,11 @@ def register(sub: Any) -> None:
     parser.add_argument("--results-dir", metavar="DIR", help="default results/")
     parser.add_argument("--benchmark-params", metavar="JSON", help="e.g. a local dataset file: '{\"path\": \"rows.jsonl\"}'")
     parser.add_argument("--env-params", metavar="JSON", help="deep-merged into env, e.g. '{\"image\": ...}'")
-    parser.add_argument("--config", action="append", default=[], type=Path, metavar="FILE",
-                        help="private YAML overlay, highest precedence (repeatable)")
-    parser.add_argument("--config-dir", action="append", default=[], type=Path, metavar="DIR",
-                        help="user dir with recipes/ harnesses/ providers/ models/ (repeatable)")
+    add_overlay_args(parser)
 
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
-    from agentcompass.cli import build_invocation
+    from agentcompass.cli import build_invocation, run_name_of
     from agentcompass.errors import UserError
     from agentcompass.harnesses.predictions import read_predictions
     from agentcompass.launch import launch
@@ -58,10 +54,7 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     args.benchmark_params = json.dumps(params)
     for flag in UNUSED_RUN_FLAGS:
         setattr(args, flag, None)
-    if args.run_name is None:
-        args.run_name = time.strftime("%Y%m%d-%H%M%S")
-    elif not args.run_name or "/" in args.run_name or args.run_name.startswith("."):
-        raise UserError(f"--run-name {args.run_name!r} must be a plain name (no '/', not starting with '.')")
+    args.run_name = run_name_of(args)
     model = next((str(p["model_name_or_path"]) for p in predictions.values() if p.get("model_name_or_path")), "predictions")
     extra = [f"model.name={hydra_value(model)}",
              f"++harness.predictions={hydra_value(str(args.predictions.resolve()))}"]

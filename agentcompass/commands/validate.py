@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
-from agentcompass.errors import UserError
 
 HARNESSES = ("oracle", "nop")
 EXAMPLES = """examples:
@@ -23,7 +20,7 @@ EXAMPLES = """examples:
 
 
 def register(subparsers: Any) -> None:
-    from agentcompass.cli import positive_int
+    from agentcompass.cli import add_overlay_args, positive_int
 
     parser = subparsers.add_parser("validate", help="check that the oracle passes and nop fails on every task",
                                    epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -32,10 +29,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--benchmark-params", metavar="JSON", help="deep-merged into benchmark.params (e.g. sample_ids)")
     parser.add_argument("--env-params", metavar="JSON", help="deep-merged into env")
     parser.add_argument("--task-concurrency", type=positive_int, metavar="N", help="trials at once (default 4)")
-    parser.add_argument("--config", action="append", default=[], type=Path, metavar="FILE",
-                        help="private YAML overlay, highest precedence (repeatable)")
-    parser.add_argument("--config-dir", action="append", default=[], type=Path, metavar="DIR",
-                        help="user dir with recipes/ harnesses/ providers/ models/ (repeatable)")
+    add_overlay_args(parser)
     parser.add_argument("--results-dir", metavar="DIR", help="default results/")
     parser.add_argument("--run-name", metavar="NAME", help="default validate-<timestamp>; reuse a name to resume")
     # What build_invocation reads that validate fixes: no model, no harness settings.
@@ -43,15 +37,12 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
-    from agentcompass.cli import build_invocation
+    from agentcompass.cli import build_invocation, run_name_of
     from agentcompass.launch import prepare_all
     from agentcompass.results import ResultsStore
     from agentcompass.runner import execute
 
-    if args.run_name is None:
-        args.run_name = time.strftime("validate-%Y%m%d-%H%M%S")
-    elif not args.run_name or "/" in args.run_name or args.run_name.startswith("."):
-        raise UserError(f"--run-name {args.run_name!r} must be a plain name (no '/', not starting with '.')")
+    args.run_name = run_name_of(args, "validate-%Y%m%d-%H%M%S")
     # Prepare both runs before either starts, so bad input leaves nothing behind.
     runs = {}
     for harness in HARNESSES:
