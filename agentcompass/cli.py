@@ -156,8 +156,16 @@ def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str
         value = getattr(args, flag, None)
         if value is not None:
             overrides.append(f"{key}={hydra_value(value)}")
-    invocation.overrides = overrides + extra
+    invocation.overrides = overrides + [force_add(o) for o in extra]
     return invocation
+
+
+def force_add(override: str) -> str:
+    """`a.b=v` may set a key the YAML leaves out (Hydra's `++`): the schema still rejects typos."""
+    key = override.partition("=")[0]
+    if key.startswith(("+", "~")) or "@" in key or "/" in key or key.startswith("hydra."):
+        return override
+    return f"++{override}"
 
 
 def selection(args: argparse.Namespace, command: str) -> tuple[list[str], list[str]]:

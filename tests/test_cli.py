@@ -84,7 +84,7 @@ def test_flags_names_and_overrides_in_any_order(tmp_path):
     assert invocation.overrides == [
         "recipes@benchmark=demo", "harnesses@harness=oracle", "providers@env=local", "models@model=none",
         "++benchmark.params.limit=1", "++benchmark.params.nested.a='x y'", "run.k=2",
-        "run.task_concurrency=3", "run.max_retries=0,1",
+        "++run.task_concurrency=3", "++run.max_retries=0,1",
     ]
 
 
