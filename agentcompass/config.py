@@ -42,7 +42,7 @@ GROUPS: dict[str, tuple[str, str]] = {
 PLURALS = {"benchmarks": "benchmark", "harnesses": "harness", "models": "model", "envs": "env"}
 PLURAL_OF = {key: plural for plural, key in PLURALS.items()}
 CUSTOM_MODEL = "custom"  # the preset behind any `provider/model` string
-SECRET_KEY = re.compile(r"(api_key|token|secret|password|credentials?)$", re.IGNORECASE)
+SECRET_KEY = re.compile(r"(^|_)(api_?key|token|secret|password|credentials?)(_|$)", re.IGNORECASE)
 
 
 def shipped_root() -> Path:

@@ -128,3 +128,13 @@ def test_cli_api_key_beats_config_file(tmp_path):
     overlay = write(tmp_path / "p.yaml", "model: {api_key: from-file}\n")
     resolved = resolved_for("model.name=openai/x", config_files=[overlay], api_key="from-flag", model="custom")
     assert resolved.model.api_key.get_secret_value() == "from-flag"
+
+
+def test_redact_hides_credential_keys_but_not_token_counts():
+    from agentcompass.config import redact
+
+    shown = redact({"token_id": "ak-1", "token_secret": "as-2", "api_key": "k", "apikey": "k2",
+                    "credentials_file": "/secret.json", "password": None,
+                    "params": {"max_tokens": 512}, "name": "openai/x"})
+    assert shown == {"token_id": "***", "token_secret": "***", "api_key": "***", "apikey": "***",
+                     "credentials_file": "***", "password": None, "params": {"max_tokens": 512}, "name": "openai/x"}
