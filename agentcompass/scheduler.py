@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 import structlog
+import tenacity
 
 from agentcompass.errors import InfraError, TrialError
 from agentcompass.progress import Progress
 from agentcompass.results import ResultsStore, TrialResult, now_iso
-from agentcompass.task import Task
+from agentcompass.task import Task, Usage
 from agentcompass.trial import TrialRunner
 
 log = structlog.get_logger("agentcompass")
@@ -26,10 +27,7 @@ class Interrupted(Exception):
 @dataclass
 class RetryPolicy:
     max_retries: int
-    backoff_s: float
-
-    def delay(self, retry: int) -> float:
-        return self.backoff_s * (2 ** (retry - 1))
+    backoff_s: float  # the first retry waits this long, each later one twice the one before
 
 
 class Scheduler:
@@ -75,36 +73,48 @@ class Scheduler:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
 
+    def _try_once(self, task: Task, attempt: int) -> TrialResult:
+        """One try of an attempt in a fresh trial dir; anything unexpected is an infra error."""
+        trial_dir = self.store.fresh_trial_dir(task.id, attempt)
+        try:
+            return self.runner.run(task, attempt, trial_dir)
+        except TrialError:
+            raise
+        except Exception as exc:  # a bug or an unexpected failure: recorded and retried as infra
+            raise InfraError(f"{type(exc).__name__}: {exc}") from exc
+
+    def _sleep(self, seconds: float) -> None:
+        """Backoff that an interrupt cuts short; the next try then stops at once."""
+        if self.stopping.wait(seconds):
+            raise InfraError("interrupted")
+
     def _run_one(self, task: Task, attempt: int) -> None:
         if self.stopping.is_set():
             return
         self.progress.started(task.id, attempt)
-        retries = 0
-        while True:
-            trial_dir = self.store.fresh_trial_dir(task.id, attempt)
-            started = now_iso()
-            try:
-                result = self.runner.run(task, attempt, trial_dir)
-                break
-            except Exception as exc:  # a bug or an infra failure: the trial is an infra error
-                error = exc if isinstance(exc, TrialError) else InfraError(f"{type(exc).__name__}: {exc}")
-                if self.stopping.is_set():
-                    return  # interrupted trials are not recorded: a rerun runs them again
-                if error.retryable and retries < self.retry.max_retries:
-                    retries += 1
-                    delay = self.retry.delay(retries)
-                    log.warning("infra error, retrying", task=task.id, attempt=attempt, retry=retries, delay_s=delay, error=str(error))
-                    if self.stopping.wait(delay):
-                        return
-                    continue
-                result = TrialResult(
-                    task_id=task.id, attempt=attempt, status="error", error_category=error.category,
-                    message=str(error), started_at=started, finished_at=now_iso(),
-                )
-                break
+        started = now_iso()
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(
+                lambda e: isinstance(e, TrialError) and e.retryable and not self.stopping.is_set()),
+            stop=tenacity.stop_after_attempt(self.retry.max_retries + 1),
+            wait=tenacity.wait_exponential(multiplier=self.retry.backoff_s),
+            sleep=self._sleep,
+            before_sleep=lambda state: log.warning(
+                "infra error, retrying", task=task.id, attempt=attempt, retry=state.attempt_number,
+                delay_s=state.upcoming_sleep, error=str(state.outcome.exception())),
+            reraise=True,
+        )
+        try:
+            result = retrying(self._try_once, task, attempt)
+        except TrialError as error:
+            if self.stopping.is_set():
+                return  # interrupted trials are not recorded: a rerun runs them again
+            result = TrialResult(task_id=task.id, attempt=attempt, status="error", error_category=error.category,
+                                 message=str(error), usage=error.usage or Usage(), started_at=started,
+                                 finished_at=now_iso())
         if self.stopping.is_set():
             return
-        result.retries = retries
+        result.retries = retrying.statistics.get("attempt_number", 1) - 1
         self.store.record(result)
         log.info("trial finished", task=task.id, attempt=attempt, status=result.status,
                  category=result.error_category, message=result.message[:300], seconds=result.timings.get("total"))
