@@ -294,10 +294,11 @@ def start_run(config_dir: Path, results: Path, run_name: str) -> subprocess.Pope
     return proc
 
 
-def test_sigint_closes_every_container(slow_bench, tmp_path):
-    run_name = unique("sigint")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_closes_every_container(slow_bench, tmp_path, sig):
+    run_name = unique(sig.name.lower())
     proc = start_run(slow_bench, tmp_path / "out", run_name)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert containers(f"run={run_name}") == []
