@@ -119,7 +119,7 @@ def split_words(words: list[str]) -> tuple[list[str], list[str]]:
 
 def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str]) -> "Any":
     """Turn parsed flags into Hydra overrides; JSON and names are checked here."""
-    from agentcompass.config import CUSTOM_MODEL, GROUPS, Invocation, check_choice, group_entries
+    from agentcompass.config import CUSTOM_MODEL, GROUPS, Invocation, check_choice, group_entries, is_secret_override
     from agentcompass.overrides import PARAM_TARGETS, flatten, hydra_value, parse_json_object
 
     invocation = Invocation(overrides=[], config_files=list(args.config), config_dirs=list(args.config_dir),
@@ -156,7 +156,8 @@ def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str
         value = getattr(args, flag, None)
         if value is not None:
             overrides.append(f"{key}={hydra_value(value)}")
-    invocation.overrides = overrides + [force_add(o) for o in extra]
+    invocation.secret_values = {o.partition("=")[0].lstrip("+"): o.partition("=")[2] for o in extra if is_secret_override(o)}
+    invocation.overrides = overrides + [force_add(o) for o in extra if not is_secret_override(o)]
     return invocation
 
 

@@ -97,9 +97,16 @@ class Invocation:
     config_files: list[Path] = field(default_factory=list)
     config_dirs: list[Path] = field(default_factory=list)
     model_api_key: str | None = None  # kept out of Hydra: never in its overrides or output
+    secret_values: dict[str, str] = field(default_factory=dict)  # KEY=VALUE overrides of secret keys, likewise
 
     def roots(self) -> list[Path]:
         return search_roots(self.config_dirs)
+
+
+def is_secret_override(override: str) -> bool:
+    """`model.api_key=...` and the like: applied after composition so Hydra never records them."""
+    key = override.partition("=")[0].lstrip("+")
+    return "=" in override and bool(SECRET_KEY.search(key.rpartition(".")[2]))
 
 
 def make_hydra(roots: list[Path]) -> "Hydra":
@@ -173,6 +180,8 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
         merged = OmegaConf.merge(base, *overlays)
     except Exception as exc:
         raise UserError(f"cannot apply --config: {one_line(exc)}") from exc
+    for key, value in invocation.secret_values.items():
+        OmegaConf.update(merged, key, value, force_add=True)
     if "hydra" in merged:
         merged = OmegaConf.masked_copy(merged, [k for k in merged if k != "hydra"])
     try:

@@ -12,7 +12,7 @@ from typing import Any
 
 import structlog
 
-from agentcompass.config import public_dict
+from agentcompass.config import is_secret_override, public_dict
 from agentcompass.errors import UserError
 from agentcompass.formats.base import TaskFormat
 from agentcompass.logs import RunLog
@@ -158,6 +158,8 @@ def redact_argv(argv: list[str]) -> list[str]:
             hide = True
         elif arg.startswith("--model-api-key="):
             out.append("--model-api-key=***")
+        elif is_secret_override(arg):
+            out.append(f"{arg.partition('=')[0]}=***")
         else:
             out.append(arg)
     return out

@@ -142,3 +142,15 @@ def test_run_json_records_config_without_secrets(cli, tmp_path):
     for path in Path(tmp_path).rglob("*"):
         if path.is_file():
             assert "sk-cli-secret-000" not in path.read_text(errors="replace"), path
+
+
+def test_secret_overrides_never_reach_hydra_output(cli, tmp_path):
+    secret = "sk-override-secret-4242"
+    result = cli("run", "demo", "nop", "openai/gpt-x", "-m", "run.k=1,2", f"model.api_key={secret}",
+                 "--benchmark-params", '{"limit": 1}', "--results-dir", str(tmp_path / "r"), "--run-name", "x",
+                 cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "multirun.yaml" for p in written)
+    assert [p for p in written if secret in p.read_text(errors="replace")] == []
+    assert secret not in result.stdout + result.stderr
