@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("interrupted: open sandboxes closed; rerun with the same --run-name to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

@@ -20,8 +20,10 @@ from agentcompass.trial import TrialRunner
 log = structlog.get_logger("agentcompass")
 
 
-class Interrupted(Exception):
-    """Ctrl-C or SIGTERM: stop scheduling, close sandboxes, keep what finished."""
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM, after cleaning up: sandboxes closed, finished trials kept.
+
+    A KeyboardInterrupt, so no `except Exception` on the way up swallows it."""
 
 
 @dataclass
