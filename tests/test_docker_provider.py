@@ -236,6 +236,49 @@ def test_task_image_is_built_once_per_content(base_image, provider, tmp_path):
             box.close()
 
 
+def test_a_rebuilt_base_image_rebuilds_the_task_image(base_image, tmp_path):
+    """The cache key includes the FROM image's id: a task never runs on a stale base."""
+    import io
+
+    import docker
+
+    from agentcompass.providers.docker import DockerProvider
+
+    client = docker.from_env()
+    base_tag = f"agentcompass-test/base-{uuid.uuid4().hex[:8]}:latest"
+    context = tmp_path / "task-rebase" / "environment"
+    context.mkdir(parents=True)
+    (context / "Dockerfile").write_text(f"FROM {base_tag}\nRUN cp /basever /seen\n")
+
+    def make_base(version: str) -> None:
+        dockerfile = f"FROM {base_image}\nRUN echo {version} > /basever\n".encode()
+        client.images.build(fileobj=io.BytesIO(dockerfile), tag=base_tag, rm=True)
+
+    def seen(log_dir: Path) -> str:
+        log_dir.mkdir()
+        box = DockerProvider().open(SandboxSpec(name=unique("ac-test"), build_context=context, log_dir=log_dir))
+        try:
+            return box.exec("cat /seen").stdout.strip()
+        finally:
+            box.close()
+
+    try:
+        make_base("v1")
+        assert seen(tmp_path / "a") == "v1"
+        make_base("v2")
+        assert seen(tmp_path / "b") == "v2"
+        assert (tmp_path / "b" / "build.log").read_text().startswith("building")
+    finally:
+        client.images.remove(base_tag, force=True)
+
+
+def test_from_images_skips_scratch_and_own_stages():
+    from agentcompass.providers.docker import from_images
+
+    dockerfile = "FROM --platform=linux/amd64 python:3.12 AS build\nRUN x\nFROM build\nFROM scratch\nfrom debian:12\n"
+    assert from_images(dockerfile) == ["python:3.12", "debian:12"]
+
+
 def test_failing_dockerfile_is_an_infra_error_naming_the_task(cli, base_image, tmp_path):
     dataset, config_dir = tmp_path / "data", tmp_path / "conf"
     write_task(dataset, "broken-env", f"FROM {base_image}\nRUN echo building-broken && exit 3\n")

@@ -226,7 +226,9 @@ class DockerProvider:
         with self._lock:
             tag = self._tags.get(context)
         if tag is None:
-            tag = f"agentcompass-task/{repository_name(task)}:{context_digest(context)[:16]}"
+            # The base images' ids are part of the identity: a rebuilt base means a rebuilt task image.
+            identity = hashlib.sha256(f"{context_digest(context)}\n{self._base_ids(context)}".encode()).hexdigest()
+            tag = f"agentcompass-task/{repository_name(task)}:{identity[:16]}"
             with self._lock:
                 self._tags[context] = tag
         build_log = log_dir / "build.log" if log_dir else None
@@ -259,6 +261,35 @@ class DockerProvider:
                 raise InfraError(f"task '{task}': docker build of its environment failed: {one_line(exc)[:300]}; see build.log") from exc
             self._ready.add(tag)
             return tag
+
+
+    def _base_ids(self, context: Path) -> str:
+        """The local image ids of the Dockerfile's FROM images (`missing` for one the build will pull)."""
+        import docker
+
+        ids = []
+        for ref in from_images((context / "Dockerfile").read_text(encoding="utf-8", errors="replace")):
+            try:
+                ids.append(self.client.api.inspect_image(ref)["Id"])
+            except docker.errors.ImageNotFound:
+                ids.append(f"missing:{ref}")
+        return ",".join(ids)
+
+
+def from_images(dockerfile: str) -> list[str]:
+    """The images a Dockerfile builds FROM, without `scratch` and its own stages (`FROM x AS name`)."""
+    stages: set[str] = set()
+    images = []
+    for line in dockerfile.splitlines():
+        words = [w for w in line.split() if not w.startswith("--")]
+        if len(words) < 2 or words[0].upper() != "FROM":
+            continue
+        ref = words[1]
+        if ref.lower() != "scratch" and ref not in stages:
+            images.append(ref)
+        if len(words) >= 4 and words[2].upper() == "AS":
+            stages.add(words[3])
+    return images
 
 
 def pull_failure(image: str, answer: Any) -> str:
