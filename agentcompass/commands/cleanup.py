@@ -1,4 +1,4 @@
-"""`agentcompass cleanup --env docker [--run-name NAME]`: remove what a killed run left behind.
+"""`agentcompass cleanup --env docker|modal [--run-name NAME]`: remove what a killed run left behind.
 
 A run closes its sandboxes on success, failure, Ctrl-C and SIGTERM; only a SIGKILL (or a
 crash of the machine) leaves them. Providers that can find their leftovers by label
@@ -25,7 +25,7 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     provider = resolve("provider", args.env)()
     cleanup = getattr(provider, "cleanup", None)
     if cleanup is None:
-        raise UserError(f"provider '{args.env}' leaves nothing behind to clean up; cleanup supports: docker")
+        raise UserError(f"provider '{args.env}' leaves nothing behind to clean up; cleanup supports: docker, modal")
     removed = cleanup(args.run_name)
     scope = f" of run '{args.run_name}'" if args.run_name else ""
     print(f"removed {removed} {args.env} sandbox(es){scope}")

@@ -1,0 +1,308 @@
+"""A stand-in for the `modal` SDK that records every call and runs sandboxes for real, locally.
+
+Each fake sandbox is a directory used as `/` under bubblewrap (the host's system folders
+mounted read-only on top, the host's /proc so a kill by environment mark works across execs),
+so commands, tar file transfer and grading all really happen. An image built `from_dockerfile`
+is emulated by applying the Dockerfile's WORKDIR, COPY and RUN lines to that root.
+
+Every call is appended to `calls` and, when FAKE_MODAL_LOG names a file, to that file as JSON
+lines, so a test can read what a CLI subprocess asked of the SDK. Only the names the provider
+uses exist; their signatures match the real SDK's (tests/test_modal_provider.py checks that).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+LOG_ENV = "FAKE_MODAL_LOG"
+REJECTED_TOKEN = "ak-rejected"  # Client.from_credentials raises AuthError for this token id
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+HOST_DIRS_SKIPPED = {"proc", "dev", "tmp"}
+
+calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+_lock = threading.Lock()
+_ids = itertools.count(1)
+
+
+def jsonable(value: Any) -> Any:
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    describe = getattr(value, "describe", None)
+    return describe() if callable(describe) else str(value)
+
+
+def record(call: str, /, *args: Any, **kwargs: Any) -> None:
+    with _lock:
+        calls.append((call, args, kwargs))
+        log = os.environ.get(LOG_ENV)
+        if log:
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"call": call, "args": jsonable(args), "kwargs": jsonable(kwargs)}) + "\n")
+
+
+def reset() -> None:
+    with _lock:
+        calls.clear()
+        Sandbox.running.clear()
+
+
+class exception:  # noqa: N801 - the real SDK's module name
+    class Error(Exception):
+        pass
+
+    class AuthError(Error):
+        pass
+
+    class AlreadyExistsError(Error):
+        pass
+
+    class NotFoundError(Error):
+        pass
+
+
+class Client:
+    def __init__(self, token_id: str) -> None:
+        self.token_id = token_id
+
+    @classmethod
+    def from_credentials(cls, token_id: str, token_secret: str) -> "Client":
+        record("Client.from_credentials", token_id, token_secret)
+        if token_id == REJECTED_TOKEN:
+            raise exception.AuthError("Token ID is malformed")
+        return cls(token_id)
+
+    def describe(self) -> str:
+        return f"client:{self.token_id}"
+
+
+class App:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.app_id = f"ap-{name}"
+
+    @staticmethod
+    def lookup(name: str, *, client: Client | None = None, environment_name: str | None = None,
+               create_if_missing: bool = False) -> "App":
+        record("App.lookup", name, client=client, environment_name=environment_name, create_if_missing=create_if_missing)
+        return App(name)
+
+    def describe(self) -> str:
+        return self.app_id
+
+
+class Image:
+    def __init__(self, **what: Any) -> None:
+        self.what = what
+
+    @staticmethod
+    def from_registry(tag: str, secret: Any = None, *, add_python: str | None = None, **kwargs: Any) -> "Image":
+        record("Image.from_registry", tag, secret, add_python=add_python, **kwargs)
+        return Image(registry=tag)
+
+    @staticmethod
+    def from_dockerfile(path: str | Path, *, context_dir: str | Path | None = None, add_python: str | None = None,
+                        **kwargs: Any) -> "Image":
+        record("Image.from_dockerfile", path, context_dir=context_dir, add_python=add_python, **kwargs)
+        return Image(dockerfile=str(path), context_dir=str(context_dir))
+
+    def describe(self) -> dict[str, Any]:
+        return self.what
+
+
+class Stream:
+    """A process pipe read as the SDK's StreamReader: iterating yields chunks until EOF."""
+
+    def __init__(self, pipe: Any) -> None:
+        self.pipe = pipe
+
+    def __iter__(self) -> Iterator[bytes]:
+        while chunk := os.read(self.pipe.fileno(), 65536):
+            yield chunk
+
+
+class Writer:
+    """stdin as the SDK's StreamWriter: write buffers, drain flushes, write_eof closes."""
+
+    def __init__(self, pipe: Any) -> None:
+        self.pipe = pipe
+        self.eof = False
+
+    def write(self, data: bytes | bytearray | memoryview | str) -> None:
+        self.pipe.write(data.encode() if isinstance(data, str) else bytes(data))
+
+    def write_eof(self) -> None:
+        self.eof = True
+
+    def drain(self) -> None:
+        self.pipe.flush()
+        if self.eof:
+            self.pipe.close()
+
+
+class ContainerProcess:
+    def __init__(self, proc: subprocess.Popen[bytes], timeout: int | None) -> None:
+        self.proc = proc
+        self.stdout, self.stderr, self.stdin = Stream(proc.stdout), Stream(proc.stderr), Writer(proc.stdin)
+        self.killed_at_timeout = False
+        if timeout:  # Modal's exec timeout: the server kills the command
+            threading.Thread(target=self._kill_after, args=(timeout,), daemon=True).start()
+
+    def _kill_after(self, timeout: int) -> None:
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.killed_at_timeout = True
+            kill_group(self.proc)
+
+    def wait(self) -> int:
+        code = self.proc.wait()
+        return -1 if self.killed_at_timeout else code  # what the SDK reports for an exec timeout
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class Sandbox:
+    running: dict[str, "Sandbox"] = {}
+
+    def __init__(self, name: str | None, tags: dict[str, str], workdir: str, env: dict[str, str],
+                 block_network: bool) -> None:
+        self.object_id = f"sb-fake{next(_ids)}"
+        self.name, self.tags, self.workdir, self.env, self.block_network = name, dict(tags), workdir, env, block_network
+        self.root = Path(tempfile.mkdtemp(prefix="fake-modal-"))
+        (self.root / "tmp").mkdir()
+        (self.root / workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        self.procs: set[subprocess.Popen[bytes]] = set()
+        self.terminated = False
+
+    @staticmethod
+    def create(*args: str, app: App | None = None, name: str | None = None, tags: dict[str, str] | None = None,
+               image: Image | None = None, env: dict[str, str | None] | None = None, timeout: int | None = 300,
+               idle_timeout: int | None = None, workdir: str | None = None, cpu: float | None = None,
+               memory: int | None = None, region: str | None = None, block_network: bool = False,
+               client: Client | None = None, **kwargs: Any) -> "Sandbox":
+        record("Sandbox.create", *args, app=app, name=name, tags=tags, image=image, env=env, timeout=timeout,
+               idle_timeout=idle_timeout, workdir=workdir, cpu=cpu, memory=memory, region=region,
+               block_network=block_network, client=client, **kwargs)
+        if app is None or client is None or image is None:
+            raise exception.Error("the provider must pass app, client and image")
+        with _lock:
+            if name and any(s.name == name for s in Sandbox.running.values()):
+                raise exception.AlreadyExistsError(f"sandbox {name} already exists")
+        sandbox = Sandbox(name, tags or {}, workdir or "/", {k: v for k, v in (env or {}).items() if v}, block_network)
+        sandbox._build(image)
+        with _lock:
+            Sandbox.running[sandbox.object_id] = sandbox
+        return sandbox
+
+    def _build(self, image: Image) -> None:
+        """Emulate the image: a Dockerfile's WORKDIR, COPY and RUN lines applied to the root."""
+        dockerfile = image.what.get("dockerfile")
+        if not dockerfile:
+            return
+        context, workdir = Path(image.what["context_dir"]), "/"
+        for line in Path(dockerfile).read_text().splitlines():
+            word, _, rest = line.strip().partition(" ")
+            if word == "WORKDIR":
+                workdir = rest.strip()
+                (self.root / workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+            elif word == "COPY":
+                source, target = rest.split()
+                shutil.copytree(context / source, self.root / target.lstrip("/"), dirs_exist_ok=True, symlinks=True)
+            elif word == "RUN":
+                proc = self._popen(("bash", "-c", rest), workdir, {})
+                out, err = proc.communicate()
+                if proc.returncode != 0:
+                    raise exception.Error(f"image build failed at {line!r}: {err.decode()}")
+
+    def _popen(self, args: tuple[str, ...], cwd: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        argv = ["bwrap", "--die-with-parent", "--bind", str(self.root), "/"]
+        for entry in sorted(os.listdir("/")):
+            host = Path("/") / entry
+            if entry in HOST_DIRS_SKIPPED:
+                continue
+            if host.is_symlink():
+                if not (self.root / entry).is_symlink():  # an earlier exec left it in the root
+                    argv += ["--symlink", os.readlink(host), str(host)]
+            elif host.is_dir():
+                argv += ["--ro-bind", str(host), str(host)]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--chdir", cwd, "--clearenv"]
+        if self.block_network:
+            argv.append("--unshare-net")
+        for key, value in {"PATH": SANDBOX_PATH, "HOME": "/tmp", "LANG": "C.UTF-8", **self.env, **env}.items():
+            argv += ["--setenv", key, value]
+        return subprocess.Popen([*argv, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+
+    def exec(self, *args: str, stdout: Any = None, stderr: Any = None, timeout: int | None = None,
+             workdir: str | None = None, env: dict[str, str | None] | None = None, text: bool = True,
+             **kwargs: Any) -> ContainerProcess:
+        record("Sandbox.exec", self, *args, stdout=stdout, stderr=stderr, timeout=timeout, workdir=workdir, env=env,
+               text=text, **kwargs)
+        if self.terminated:
+            raise exception.Error("Sandbox has already terminated")
+        assert text is False, "the provider reads bytes"
+        proc = self._popen(args, workdir or self.workdir, {k: v for k, v in (env or {}).items() if v is not None})
+        self.procs.add(proc)
+        return ContainerProcess(proc, timeout)
+
+    def terminate(self, *, wait: bool = False) -> None:
+        record("Sandbox.terminate", self, wait=wait)
+        self.terminated = True
+        for proc in list(self.procs):
+            kill_group(proc)
+        with _lock:
+            Sandbox.running.pop(self.object_id, None)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def detach(self) -> None:
+        record("Sandbox.detach", self)
+
+    @staticmethod
+    def list(*, app_id: str | None = None, tags: dict[str, str] | None = None,
+             client: Client | None = None) -> Iterator["Sandbox"]:
+        record("Sandbox.list", app_id=app_id, tags=tags, client=client)
+        with _lock:
+            found = [s for s in Sandbox.running.values() if (tags or {}).items() <= s.tags.items()]
+        yield from found
+
+    @staticmethod
+    def from_name(app_name: str, name: str, *, environment_name: str | None = None, include_terminated: bool = False,
+                  client: Client | None = None) -> "Sandbox":
+        record("Sandbox.from_name", app_name, name, environment_name=environment_name, client=client)
+        with _lock:
+            for sandbox in Sandbox.running.values():
+                if sandbox.name == name:
+                    return sandbox
+        raise exception.NotFoundError(name)
+
+    def describe(self) -> str:
+        return self.object_id
+
+
+# What a time.sleep-free poll of "is it gone yet" needs in tests.
+def wait_until(predicate: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()

@@ -1,0 +1,396 @@
+"""The modal provider at the SDK boundary: a recording fake SDK (tests/fake_modal.py) that runs
+sandboxes for real under bubblewrap, checked against the real SDK's signatures; plus opt-in live
+tests (`pytest --run-modal`, needs Modal credentials)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import fake_modal
+from agentcompass.errors import UserError
+from agentcompass.sandbox import TRUNCATION_MARK, SandboxSpec
+from harbor_factory import make_recipe, make_task
+
+TESTS = Path(__file__).resolve().parent
+SECRET = "as-" + "s3cr3t" * 4  # a token secret that must never reach a results file
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the fake Modal SDK runs sandboxes with bubblewrap")
+
+
+@pytest.fixture(scope="module")
+def real_modal():
+    return pytest.importorskip("modal", reason="the modal SDK (pip install agentcompass[modal]) defines the signatures")
+
+
+@pytest.fixture
+def fake(monkeypatch, real_modal, tmp_path):
+    """The fake SDK as `modal`, no credentials from the environment or ~/.modal.toml."""
+    fake_modal.reset()
+    monkeypatch.setitem(sys.modules, "modal", fake_modal)
+    for var in ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MODAL_CONFIG_PATH", str(tmp_path / "no-modal.toml"))
+    yield fake_modal
+    for sandbox in list(fake_modal.Sandbox.running.values()):
+        sandbox.terminate()
+
+
+def provider(**settings):
+    from agentcompass.providers.modal import ModalProvider
+
+    return ModalProvider(**{"token_id": "ak-test", "token_secret": SECRET, **settings})
+
+
+def spec(name="t1", **kw) -> SandboxSpec:
+    kw.setdefault("image", "python:3.11-slim")
+    return SandboxSpec(name=name, workdir="/app", labels={"agentcompass": "1", "run": "r", "trial": f"{name}.1"}, **kw)
+
+
+def calls(name: str) -> list[tuple]:
+    return [c for c in fake_modal.calls if c[0] == name]
+
+
+@pytest.fixture
+def sandbox(fake):
+    box = provider().open(spec())
+    yield box
+    box.close()
+
+
+# -- the SDK boundary -----------------------------------------------------------------------------
+def test_every_sdk_call_binds_to_the_real_signature(fake, real_modal, tmp_path):
+    context = tmp_path / "env"
+    context.mkdir()
+    (context / "Dockerfile").write_text("FROM scratch\nWORKDIR /app\n")
+    p = provider()
+    box = p.open(spec(build_context=context, image=None))
+    box.exec("echo hi", timeout=5)
+    (tmp_path / "f.txt").write_text("x")
+    box.upload(tmp_path / "f.txt", "/app/f.txt")
+    box.download("/app/f.txt", tmp_path / "back.txt")
+    box.close()
+    p.open(spec("t2")).close()
+    assert p.cleanup("r") == 0
+    real = {
+        "Client.from_credentials": (real_modal.Client.from_credentials, True),
+        "App.lookup": (real_modal.App.lookup, False),
+        "Image.from_registry": (real_modal.Image.from_registry, False),
+        "Image.from_dockerfile": (real_modal.Image.from_dockerfile, False),
+        "Sandbox.create": (real_modal.Sandbox.create, False),
+        "Sandbox.exec": (real_modal.Sandbox.exec, False),
+        "Sandbox.terminate": (real_modal.Sandbox.terminate, False),
+        "Sandbox.detach": (real_modal.Sandbox.detach, False),
+        "Sandbox.list": (real_modal.Sandbox.list, False),
+    }
+    seen = set()
+    for name, args, kwargs in fake_modal.calls:
+        function, needs_cls = real[name]
+        inspect.signature(function).bind(*((None,) if needs_cls else ()), *args, **kwargs)  # TypeError if wrong
+        seen.add(name)
+    assert seen == set(real)
+
+
+def test_create_maps_the_spec_onto_modal(fake, tmp_path):
+    context = tmp_path / "environment"
+    context.mkdir()
+    (context / "Dockerfile").write_text("FROM scratch\nWORKDIR /app\n")
+    long_name = "ac-" + "x" * 100
+    box = provider().open(SandboxSpec(name=long_name, workdir="/app", build_context=context, cpus=2, memory_mb=1024,
+                                      allow_internet=False, env={"A": "1"}, lifetime_s=600,
+                                      labels={"agentcompass": "1", "run": "r", "trial": "t.1"}))
+    box.close()
+    [(_, args, create)] = calls("Sandbox.create")
+    assert args == ()
+    assert create["image"].what == {"dockerfile": str(context / "Dockerfile"), "context_dir": str(context)}
+    assert (create["cpu"], create["memory"], create["timeout"], create["block_network"]) == (2, 1024, 600, True)
+    assert create["workdir"] == "/app" and create["env"] == {"A": "1"}
+    assert create["tags"] == {"agentcompass": "1", "run": "r", "trial": "t.1"}
+    assert len(create["name"]) <= 64 and create["name"].startswith("ac-xxx")
+    assert create["app"].name == "agentcompass" and create["client"].token_id == "ak-test"
+    assert box.has_task_image is True
+    assert box.id in box.attach_hint() and "modal shell" in box.attach_hint()
+
+
+def test_settings_override_the_task(fake):
+    box = provider(image="debian:bookworm", cpus=4, memory_mb=8192, timeout_s=90, block_network=False,
+                   region="us-east", app_name="mine", idle_timeout_s=30).open(spec(allow_internet=False, cpus=1))
+    box.close()
+    [(_, _, create)] = calls("Sandbox.create")
+    assert create["image"].what == {"registry": "debian:bookworm"}
+    assert (create["cpu"], create["memory"], create["timeout"], create["block_network"]) == (4, 8192, 90, False)
+    assert (create["region"], create["idle_timeout"], create["app"].name) == ("us-east", 30, "mine")
+    assert box.has_task_image is False  # a run-wide image holds none of the task's files
+
+
+def test_without_a_lifetime_the_sandbox_still_has_a_hard_cap(fake):
+    provider().open(spec()).close()
+    [(_, _, create)] = calls("Sandbox.create")
+    assert 0 < create["timeout"] <= 24 * 3600
+
+
+def test_close_terminates_once(fake):
+    box = provider().open(spec())
+    box.close()
+    box.close()
+    assert len(calls("Sandbox.terminate")) == 1
+    assert fake_modal.Sandbox.running == {}
+
+
+def test_a_stale_sandbox_of_the_same_trial_is_replaced(fake):
+    p = provider()
+    old = p.open(spec())
+    new = p.open(spec())
+    assert [c[1][0] for c in calls("Sandbox.terminate")] == [old.sandbox]
+    new.close()
+
+
+# -- exec and files -------------------------------------------------------------------------------
+def test_exec_runs_in_the_sandbox(sandbox):
+    result = sandbox.exec('echo "$GREETING from $(pwd)"; echo oops >&2; exit 3', env={"GREETING": "hi"}, cwd="/tmp")
+    assert (result.exit_code, result.stdout, result.stderr, result.timed_out) == (3, "hi from /tmp\n", "oops\n", False)
+
+
+def test_exec_timeout_kills_the_command_and_what_it_forked(sandbox):
+    started = time.monotonic()
+    result = sandbox.exec("(sleep 2; touch /app/late) & echo started; sleep 60", timeout=1)
+    assert (result.exit_code, result.timed_out, result.stdout) == (124, True, "started\n")
+    assert time.monotonic() - started < 10
+    time.sleep(2.5)
+    assert sandbox.exec("test -e /app/late").exit_code == 1  # the background child died too
+
+
+def test_exec_output_is_capped(fake):
+    box = provider(output_cap_bytes=1000).open(spec())
+    result = box.exec("head -c 100000 /dev/zero | tr '\\0' a")
+    box.close()
+    assert result.exit_code == 0
+    assert result.stdout == "a" * 1000 + TRUNCATION_MARK
+
+
+def test_upload_and_download_files_and_directories(sandbox, tmp_path):
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "a.txt").write_text("alpha\n")
+    (src / "run.sh").write_text("echo ran\n")
+    (src / "run.sh").chmod(0o755)
+    sandbox.upload(src, "/tests")
+    sandbox.upload(src / "sub" / "a.txt", "/deep/new/b.txt")
+    assert sandbox.exec("/tests/run.sh && cat /tests/sub/a.txt /deep/new/b.txt").stdout == "ran\nalpha\nalpha\n"
+    sandbox.exec("mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt")
+    sandbox.download("/logs/verifier", tmp_path / "verifier")
+    sandbox.download("/deep/new/b.txt", tmp_path / "b.txt")
+    assert (tmp_path / "verifier" / "reward.txt").read_text() == "1\n"
+    assert (tmp_path / "b.txt").read_text() == "alpha\n"
+    with pytest.raises(FileNotFoundError):
+        sandbox.download("/logs/agent/missing.json", tmp_path / "missing.json")
+
+
+# -- credentials ----------------------------------------------------------------------------------
+def test_credentials_precedence(fake, monkeypatch, tmp_path):
+    from agentcompass.providers.modal import ModalProvider
+
+    toml = tmp_path / "modal.toml"
+    toml.write_text('[other]\ntoken_id = "ak-other"\ntoken_secret = "as-other"\n'
+                    '[work]\nactive = true\ntoken_id = "ak-file"\ntoken_secret = "as-file"\n')
+    monkeypatch.setenv("MODAL_CONFIG_PATH", str(toml))
+
+    def used(**settings) -> tuple:
+        fake_modal.reset()
+        ModalProvider(**settings).check(spec())
+        return calls("Client.from_credentials")[0][1]
+
+    assert used() == ("ak-file", "as-file")
+    monkeypatch.setenv("MODAL_TOKEN_ID", "ak-env")
+    monkeypatch.setenv("MODAL_TOKEN_SECRET", "as-env")
+    assert used() == ("ak-env", "as-env")
+    assert used(token_id="ak-config", token_secret="as-config") == ("ak-config", "as-config")
+
+
+def test_missing_credentials_name_the_three_sources(fake):
+    from agentcompass.providers.modal import ModalProvider
+
+    with pytest.raises(UserError) as err:
+        ModalProvider().check(spec())
+    message = str(err.value)
+    assert "\n" not in message
+    assert "token_id" in message and "MODAL_TOKEN_ID" in message and "modal.toml" in message
+    assert calls("Client.from_credentials") == []
+
+
+def test_rejected_credentials_are_a_user_error(fake):
+    with pytest.raises(UserError, match="rejected"):
+        provider(token_id=fake_modal.REJECTED_TOKEN).check(spec())
+
+
+# -- the CLI, with the fake SDK in the subprocess ---------------------------------------------------
+@pytest.fixture
+def modal_cli(cli, real_modal, tmp_path):
+    """`agentcompass ...` with `import modal` answered by the fake; returns (run, sdk calls)."""
+    shim = tmp_path / "shim" / "modal"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("from fake_modal import *  # noqa\nfrom fake_modal import exception  # noqa\n")
+    log = tmp_path / "sdk-calls.jsonl"
+    path = os.pathsep.join([str(shim.parent), str(TESTS), os.environ.get("PYTHONPATH", "")])
+    base = {"PYTHONPATH": path, fake_modal.LOG_ENV: str(log), "MODAL_CONFIG_PATH": str(tmp_path / "none.toml"),
+            "MODAL_TOKEN_ID": "", "MODAL_TOKEN_SECRET": "", "HOME": str(tmp_path)}
+
+    def run(*args: str, env: dict[str, str] | None = None):
+        result = cli(*args, env={**base, **(env or {})})
+        sdk = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        return result, sdk
+
+    run.env = base
+    return run
+
+
+def private_config(tmp_path: Path) -> Path:
+    path = tmp_path / "private.yaml"
+    path.write_text("environments:\n  modal:\n    token_id: ak-private\n    token_secret: ${oc.env:MY_MODAL_SECRET}\n")
+    return path
+
+
+def test_demo_end_to_end_on_fake_modal(modal_cli, tmp_path):
+    results = tmp_path / "results"
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(results),
+                         "--run-name", "m1", "--config", str(private_config(tmp_path)),
+                         env={"MY_MODAL_SECRET": SECRET})
+    assert run.returncode == 0, run.stderr
+    [summary] = results.glob("m1/*/summary.json")
+    data = json.loads(summary.read_text())
+    assert data["passed"] == 6, data
+    creates = [c for c in sdk if c["call"] == "Sandbox.create"]
+    terminated = sorted(c["args"][0] for c in sdk if c["call"] == "Sandbox.terminate")
+    assert len(creates) == 6
+    assert len(terminated) == 6 and len(set(terminated)) == 6
+    for create in creates:
+        kwargs = create["kwargs"]
+        assert kwargs["image"]["dockerfile"].endswith("environment/Dockerfile")
+        assert kwargs["block_network"] is True  # the demo tasks disallow internet
+        assert kwargs["tags"]["agentcompass"] == "1" and kwargs["tags"]["run"] == "m1"
+        assert kwargs["workdir"] == "/app" and kwargs["timeout"] > 0
+    assert {tuple(c["args"]) for c in sdk if c["call"] == "Client.from_credentials"} == {("ak-private", SECRET)}
+    for path in results.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path
+
+
+def test_config_show_redacts_the_tokens(modal_cli, tmp_path):
+    show, _ = modal_cli("config", "show", "demo", "oracle", "none", "--env", "modal",
+                        "--config", str(private_config(tmp_path)), env={"MY_MODAL_SECRET": SECRET})
+    assert show.returncode == 0, show.stderr
+    assert SECRET not in show.stdout and "ak-private" not in show.stdout
+    assert "***" in show.stdout
+
+
+def test_missing_credentials_exit_2_with_one_line(modal_cli, tmp_path):
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(tmp_path / "out"))
+    assert run.returncode == 2
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert "MODAL_TOKEN_ID" in run.stderr
+    assert not (tmp_path / "out").exists()
+    assert sdk == []
+
+
+@pytest.fixture
+def slow_bench(tmp_path) -> Path:
+    dataset, config_dir = tmp_path / "data", tmp_path / "conf"
+    for i in range(3):
+        make_task(dataset, f"slow-{i}", solve="sleep 60", test="echo 1 > /logs/verifier/reward.txt",
+                  dockerfile="FROM scratch\nWORKDIR /app\n", agent_timeout=30)
+    make_task(dataset, "quick", solve="sleep 60", test="echo 1 > /logs/verifier/reward.txt",
+              dockerfile="FROM scratch\nWORKDIR /app\n", agent_timeout=1)
+    make_recipe(config_dir, "slowbench", dataset, runs_on_host=False)
+    return config_dir
+
+
+def count(sdk: list[dict], name: str) -> int:
+    return sum(1 for c in sdk if c["call"] == name)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_terminates_every_sandbox(modal_cli, slow_bench, tmp_path, sig):
+    log = Path(modal_cli.env[fake_modal.LOG_ENV])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentcompass", "run", "slowbench", "oracle", "none", "--env", "modal",
+         "--config-dir", str(slow_bench), "--results-dir", str(tmp_path / "out"), "--run-name", f"int-{uuid.uuid4().hex[:6]}",
+         "--task-concurrency", "4", "--env-params", '{"token_id": "ak-x", "token_secret": "as-x"}'],
+        env={**os.environ, **modal_cli.env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Wait until the agent timed out in `quick` (a trial error) and the slow ones are running.
+    assert fake_modal.wait_until(lambda: log.exists() and log.read_text().count('"Sandbox.create"') == 4
+                                 and log.read_text().count('"Sandbox.terminate"') >= 1, timeout=20), proc.poll()
+    time.sleep(0.5)  # the slow trials are inside their agents
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    sdk = [json.loads(line) for line in log.read_text().splitlines()]
+    terminated = [c["args"][0] for c in sdk if c["call"] == "Sandbox.terminate"]
+    assert count(sdk, "Sandbox.create") == 4
+    assert len(terminated) == 4 and len(set(terminated)) == 4
+
+
+def test_cleanup_terminates_tagged_sandboxes(fake):
+    from agentcompass.providers.modal import ModalProvider
+
+    p = provider()
+    p.open(spec("a"))
+    p.open(SandboxSpec(name="b", image="x", labels={"agentcompass": "1", "run": "other"}))
+    assert ModalProvider(token_id="ak-test", token_secret=SECRET).cleanup("r") == 1
+    assert [s.name for s in fake_modal.Sandbox.running.values()] == ["b"]
+    assert calls("Sandbox.list")[-1][2]["tags"] == {"agentcompass": "1", "run": "r"}
+
+
+def test_cleanup_command_lists_by_run_tag(modal_cli):
+    run, sdk = modal_cli("cleanup", "--env", "modal", "--run-name", "gone", env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x"})
+    assert run.returncode == 0, run.stderr
+    assert "removed 0 modal sandbox(es) of run 'gone'" in run.stdout
+    [listed] = [c for c in sdk if c["call"] == "Sandbox.list"]
+    assert listed["kwargs"]["tags"] == {"agentcompass": "1", "run": "gone"}
+
+
+# -- live Modal (opt in) ----------------------------------------------------------------------------
+@pytest.fixture
+def live(request, real_modal):
+    from agentcompass.providers.modal import modal_credentials
+
+    if not request.config.getoption("--run-modal"):
+        pytest.skip("live Modal test: opt in with --run-modal")
+    if modal_credentials(None, None) is None:
+        pytest.skip("live Modal test: no credentials (MODAL_TOKEN_ID/MODAL_TOKEN_SECRET or ~/.modal.toml)")
+
+
+@pytest.mark.modal
+def test_live_modal_sandbox_round_trip(live, tmp_path):
+    from agentcompass.providers.modal import ModalProvider
+
+    p = ModalProvider(timeout_s=300)
+    s = SandboxSpec(name=f"ac-live-{uuid.uuid4().hex[:8]}", workdir="/app", image="python:3.11-slim",
+                    allow_internet=False, labels={"agentcompass": "1", "run": "live-test"})
+    p.check(s)
+    box = p.open(s)
+    try:
+        result = box.exec("echo hi; echo err >&2; exit 3")
+        assert (result.exit_code, result.stdout, result.stderr) == (3, "hi\n", "err\n")
+        started = time.monotonic()
+        slow = box.exec("sleep 120", timeout=3)
+        assert slow.timed_out and slow.exit_code == 124 and time.monotonic() - started < 60
+        (tmp_path / "d").mkdir()
+        (tmp_path / "d" / "f.txt").write_text("payload\n")
+        box.upload(tmp_path / "d", "/app/d")
+        box.download("/app/d", tmp_path / "back")
+        assert (tmp_path / "back" / "f.txt").read_text() == "payload\n"
+        with pytest.raises(FileNotFoundError):
+            box.download("/app/missing", tmp_path / "missing")
+    finally:
+        box.close()
+    assert p.cleanup("live-test") == 0  # nothing of this run is left running
