@@ -11,6 +11,9 @@ from pydantic import BaseModel, Field
 from agentcompass.sandbox import SandboxSpec
 
 
+LIFETIME_MARGIN_S = 600.0
+
+
 @dataclass
 class Task:
     id: str
@@ -42,8 +45,18 @@ class Task:
             memory_mb=self.memory_mb,
             allow_internet=self.allow_internet,
             labels=labels,
+            lifetime_s=self.lifetime_s(),
             log_dir=log_dir,
         )
+
+    def lifetime_s(self) -> float | None:
+        """How long a sandbox may live at most: every phase's timeout plus a margin for staging.
+
+        Cloud providers pass it to their platform, so a sandbox whose orchestrator died still ends."""
+        phases = [self.build_timeout_s, self.agent_timeout_s, self.verify_timeout_s]
+        if not any(phases):
+            return None
+        return sum(p or 0 for p in phases) + LIFETIME_MARGIN_S
 
 
 class Usage(BaseModel):

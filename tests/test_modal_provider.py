@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import fake_modal
+from agentcompass.task import LIFETIME_MARGIN_S, Task
 from agentcompass.errors import UserError
 from agentcompass.sandbox import TRUNCATION_MARK, SandboxSpec
 from harbor_factory import make_recipe, make_task
@@ -278,7 +279,8 @@ def test_demo_end_to_end_on_fake_modal(modal_cli, tmp_path):
         assert kwargs["image"]["dockerfile"].endswith("environment/Dockerfile")
         assert kwargs["block_network"] is True  # the demo tasks disallow internet
         assert kwargs["tags"]["agentcompass"] == "1" and kwargs["tags"]["run"] == "m1"
-        assert kwargs["workdir"] == "/app" and kwargs["timeout"] > 0
+        # No sandbox outlives its task: agent 300 s + verifier 60 s (every demo task.toml) + the margin.
+        assert kwargs["workdir"] == "/app" and kwargs["timeout"] == 300 + 60 + LIFETIME_MARGIN_S
     assert {tuple(c["args"]) for c in sdk if c["call"] == "Client.from_credentials"} == {("ak-private", SECRET)}
     for path in results.rglob("*"):
         if path.is_file():
@@ -394,3 +396,10 @@ def test_live_modal_sandbox_round_trip(live, tmp_path):
     finally:
         box.close()
     assert p.cleanup("live-test") == 0  # nothing of this run is left running
+
+
+def test_sandbox_lifetime_defaults_to_the_tasks_timeouts_plus_a_margin():
+
+    task = Task(id="t", instruction="", agent_timeout_s=900, verify_timeout_s=300, build_timeout_s=None)
+    assert task.sandbox_spec("n", {}, None).lifetime_s == 900 + 300 + LIFETIME_MARGIN_S
+    assert Task(id="u", instruction="").sandbox_spec("n", {}, None).lifetime_s is None
