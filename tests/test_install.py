@@ -19,19 +19,23 @@ def test_wheel_install_runs_the_demo_from_another_directory(tmp_path):
     (wheel,) = wheels.glob("agentcompass-*.whl")
     venv = tmp_path / "venv"
     # The venv sees this interpreter's packages for the dependencies, but agentcompass itself is the wheel's.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                          capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
-                   capture_output=True, text=True)
+    installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
+                               capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stderr
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     where = subprocess.run([str(python), "-c", "import agentcompass; print(agentcompass.__file__)"],
-                           cwd=elsewhere, capture_output=True, text=True, check=True).stdout
+                           cwd=elsewhere, capture_output=True, text=True).stdout
     assert str(venv) in where, where  # not the checkout
     listed = subprocess.run([str(venv / "bin" / "agentcompass"), "list"], cwd=elsewhere, capture_output=True, text=True)
-    assert listed.returncode == 0 and "demo" in listed.stdout and "oracle" in listed.stdout
+    assert listed.returncode == 0 and "demo" in listed.stdout and "oracle" in listed.stdout, listed.stderr
     run = subprocess.run([str(venv / "bin" / "agentcompass"), "run", "demo", "oracle", "none", "--run-name", "w"],
                          cwd=elsewhere, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     summary = json.loads((elsewhere / "results" / "w" / "demo__oracle__none__local" / "summary.json").read_text())
-    assert summary["passed"] == summary["tasks"] >= 5
+    trials = (elsewhere / "results" / "w" / "demo__oracle__none__local" / "trials.jsonl").read_text()
+    assert summary["passed"] == summary["tasks"] >= 5, trials
