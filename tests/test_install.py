@@ -23,7 +23,7 @@ def test_wheel_install_runs_the_demo_from_another_directory(tmp_path):
                           capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
     python = venv / "bin" / "python"
-    installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
+    installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", str(wheel)],
                                capture_output=True, text=True)
     assert installed.returncode == 0, installed.stderr
     elsewhere = tmp_path / "elsewhere"
