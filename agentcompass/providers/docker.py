@@ -13,7 +13,6 @@ import hashlib
 import io
 import os
 import re
-import shutil
 import socket
 import tarfile
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import InfraError, UserError
+from agentcompass.providers.remote import DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, extract_renamed, one_line, root_owned
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
 from agentcompass.schema import Strict
 
@@ -32,22 +32,7 @@ if TYPE_CHECKING:
 
 # PID 1 of every container: independent of the image's ENTRYPOINT and CMD, and it exits on SIGTERM.
 KEEP_ALIVE = ["-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
-EXEC_MARK = "AGENTCOMPASS_EXEC"  # env var that tags every process of one exec, so a timeout can find them all
-# Run in the container on timeout: find every process carrying the exec's mark, stop them all at once
-# (so none reacts to another's death) and kill them; repeat until none is left, which catches a
-# process that forked during the scan.
-KILL_MARKED = (
-    'for pass in 1 2 3 4 5 6 7 8 9 10; do pids=; '
-    'for d in /proc/[0-9]*; do '
-    'tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$0" && pids="$pids ${d#/proc/}"; '
-    'done; [ -z "$pids" ] && exit 0; kill -STOP $pids 2>/dev/null; kill -KILL $pids 2>/dev/null; done'
-)
-DRAIN_AFTER_KILL_S = 5.0  # how long to wait for the stream to end once the command was killed
 START_HINT = "start it (scripts/ensure-docker.sh, or `sudo systemctl start docker`) or point DOCKER_HOST at a running engine"
-
-
-def one_line(text: Any) -> str:
-    return " ".join(str(text).split())
 
 
 def docker_host() -> str:
@@ -486,29 +471,3 @@ def split_frames(pending: bytearray) -> list[tuple[int, bytes]]:
         out.append((pending[0], bytes(pending[8 : 8 + size])))
         del pending[: 8 + size]
     return out
-
-
-def root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    """Uploaded files belong to the container's root, whoever owns them on the host."""
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    return info
-
-
-def extract_renamed(archive: tarfile.TarFile, local: Path) -> None:
-    """get_archive names entries after the remote's basename; put them at `local` instead."""
-    members = archive.getmembers()
-    if not members:
-        return
-    top = members[0].name.split("/")[0]
-    local.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".agentcompass-download-", dir=local.parent))
-    try:
-        archive.extractall(staging, filter="data")
-        source = staging / top
-        if source.is_dir():
-            shutil.copytree(source, local, dirs_exist_ok=True, symlinks=True)
-        else:
-            shutil.copy2(source, local)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)

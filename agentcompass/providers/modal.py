@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import SecretStr
 
 from agentcompass.errors import InfraError, UserError
-from agentcompass.providers.docker import DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, extract_renamed, one_line, root_owned
+from agentcompass.providers.remote import DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, extract_renamed, one_line, root_owned
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
 from agentcompass.schema import Strict
 
