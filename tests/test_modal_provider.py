@@ -360,6 +360,14 @@ def test_cleanup_command_lists_by_run_tag(modal_cli):
     assert listed["kwargs"]["tags"] == {"agentcompass": "1", "run": "gone"}
 
 
+def test_cleanup_takes_credentials_from_a_private_config(modal_cli, tmp_path):
+    run, sdk = modal_cli("cleanup", "--env", "modal", "--config", str(private_config(tmp_path)),
+                         env={"MY_MODAL_SECRET": SECRET})
+    assert run.returncode == 0, run.stderr
+    assert {tuple(c["args"]) for c in sdk if c["call"] == "Client.from_credentials"} == {("ak-private", SECRET)}
+    assert SECRET not in run.stdout + run.stderr
+
+
 # -- live Modal (opt in) ----------------------------------------------------------------------------
 @pytest.fixture
 def live(request, real_modal):

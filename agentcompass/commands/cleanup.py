@@ -14,15 +14,26 @@ from agentcompass.errors import UserError
 
 
 def register(subparsers: Any) -> None:
+    from agentcompass.cli import add_overlay_args
+
     parser = subparsers.add_parser("cleanup", help="remove sandboxes an earlier run left behind (e.g. after kill -9)")
     parser.add_argument("--env", default="docker", help="execution environment to clean up (default docker)")
     parser.add_argument("--run-name", metavar="NAME", help="only this run's sandboxes (default: every agentcompass sandbox)")
+    parser.add_argument("--env-params", metavar="JSON", help="deep-merged into env, as for run")
+    add_overlay_args(parser)  # the provider's settings and credentials come as they do for `run`
+    parser.set_defaults(benchmark_params=None, harness_params=None, model_params=None, model_api_key=None,
+                        model_base_url=None)
 
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
+    from agentcompass.cli import build_invocation
+    from agentcompass.config import compose, finalize, make_hydra
     from agentcompass.registry import resolve
 
-    provider = resolve("provider", args.env)()
+    # Compose as `run` would (any benchmark will do), so environments.<env> from a private --config applies.
+    invocation = build_invocation(args, ["demo", "nop", "none"], [])
+    env = finalize(compose(make_hydra(invocation.roots()), invocation.overrides), invocation).env
+    provider = resolve("provider", env.impl or env.name)(**dict(env.model_extra or {}))
     cleanup = getattr(provider, "cleanup", None)
     if cleanup is None:
         raise UserError(f"provider '{args.env}' leaves nothing behind to clean up; cleanup supports: docker, modal")
