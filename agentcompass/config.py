@@ -156,7 +156,7 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_overlay(path: Path) -> Any:
-    from omegaconf import OmegaConf
+    from omegaconf import DictConfig, OmegaConf
 
     if not path.is_file():
         raise UserError(f"--config file '{path}' does not exist; pass a YAML file")
@@ -164,7 +164,7 @@ def load_overlay(path: Path) -> Any:
         overlay = OmegaConf.load(path)
     except Exception as exc:
         raise UserError(f"--config file '{path}' is not valid YAML: {one_line(exc)}") from exc
-    if not isinstance(overlay, dict) and not hasattr(overlay, "keys"):
+    if not isinstance(overlay, DictConfig):
         raise UserError(f"--config file '{path}' must hold a mapping of config keys")
     return overlay
 
@@ -205,13 +205,12 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
         bench["base_dir"] = str(files["benchmark"].parent)
     data["benchmark"] = bench
 
-    run = validate(RunConfig, data["run"], "run", None)
     resolved = ResolvedConfig(
         benchmark=validate(Recipe, bench, "benchmark", files["benchmark"]),
         harness=validate(HarnessConfig, data["harness"], "harness", files["harness"]),
         model=validate(ModelConfig, data["model"], "model", files["model"]),
         env=validate(EnvConfig, data["env"], "env", files["env"]),
-        run=run,
+        run=validate(RunConfig, data["run"], "run", None),
     )
     check_impl_settings("harness", resolved.harness, files["harness"])
     check_impl_settings("provider", resolved.env, files["env"])

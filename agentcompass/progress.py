@@ -41,9 +41,6 @@ class Progress:
         if self._bar is not None:
             self._bar.stop()
 
-    def started(self, task_id: str, attempt: int) -> None:
-        pass
-
     def finished(self, result: "TrialResult") -> None:
         with self._lock:
             self.done += 1

@@ -101,7 +101,8 @@ def execute(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
         run_info.setdefault("resumed_at", []).append(now_iso())
     write_json(run_dir / "run.json", run_info)
     task_ids = [t.id for t in prepared.tasks]
-    done = [r for r in finished.values() if r.task_id in set(task_ids)]
+    selected = set(task_ids)
+    done = [r for r in finished.values() if r.task_id in selected]
     sandboxes = OpenSandboxes()
     runner = TrialRunner(
         prepared.task_format, prepared.harness, prepared.provider, resolved.model,
@@ -130,7 +131,8 @@ def execute(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
 
 
 def write_summary(run_dir: Path, task_ids: list[str], k: int, task_format: Any = None) -> dict[str, Any]:
-    results = [r for r in ResultsStore(run_dir).finished().values() if r.task_id in set(task_ids)]
+    selected = set(task_ids)
+    results = [r for r in ResultsStore(run_dir).finished().values() if r.task_id in selected]
     summary = summarize(results, task_ids, k)
     write_json(run_dir / "summary.json", summary)
     write_artifacts = getattr(task_format, "write_artifacts", None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 DEFAULT_OUTPUT_CAP = 10 * 1024 * 1024  # bytes kept per stream; the rest is dropped and marked
 TRUNCATION_MARK = "\n[... output truncated by agentcompass ...]\n"
@@ -84,7 +84,3 @@ def cap_output(data: bytes, cap: int = DEFAULT_OUTPUT_CAP) -> str:
         return data.decode("utf-8", errors="replace")
     return data[:cap].decode("utf-8", errors="replace") + TRUNCATION_MARK
 
-
-def provider_settings(env_cfg: dict[str, Any], *keys: str) -> dict[str, Any]:
-    """The subset of an env config block that a provider constructor takes."""
-    return {k: env_cfg[k] for k in keys if k in env_cfg}

@@ -6,7 +6,6 @@ import signal
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Callable
 
 import structlog
 import tenacity
@@ -40,14 +39,12 @@ class Scheduler:
         concurrency: int,
         retry: RetryPolicy,
         progress: Progress,
-        on_result: Callable[[TrialResult], None] | None = None,
     ) -> None:
         self.runner = runner
         self.store = store
         self.concurrency = concurrency
         self.retry = retry
         self.progress = progress
-        self.on_result = on_result
         self.stopping = threading.Event()
 
     def run(self, pending: list[tuple[Task, int]]) -> None:
@@ -93,7 +90,6 @@ class Scheduler:
     def _run_one(self, task: Task, attempt: int) -> None:
         if self.stopping.is_set():
             return
-        self.progress.started(task.id, attempt)
         started = now_iso()
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(
@@ -121,8 +117,6 @@ class Scheduler:
         log.info("trial finished", task=task.id, attempt=attempt, status=result.status,
                  category=result.error_category, message=result.message[:300], seconds=result.timings.get("total"))
         self.progress.finished(result)
-        if self.on_result:
-            self.on_result(result)
 
 
 def install_sigterm() -> signal.Handlers | None:

@@ -30,9 +30,6 @@ class TaskFormat(Protocol):
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade: ...
 
 
-SELECTION_PARAMS = {"sample_ids", "limit", "shuffle", "seed", "filter"}
-
-
 def select_tasks(tasks: list[Task], params: dict[str, Any]) -> list[Task]:
     """Apply the recipe's selection params: sample_ids, filter (regex), shuffle with seed, limit."""
     selected = tasks
