@@ -81,6 +81,10 @@ def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = T
         parser.add_argument("--max-retries", type=non_negative_int, metavar="N", help="infra retries (default 2)")
         parser.add_argument("--results-dir", metavar="DIR", help="default results/")
         parser.add_argument("--run-name", metavar="NAME", help="default a timestamp; reuse a name to resume")
+        parser.add_argument("--retry-errors", action="store_true", default=None,
+                            help="on resume, rerun the attempts recorded as errors")
+        parser.add_argument("--new-run", action="store_true", default=None,
+                            help="when the run name holds a run with other settings, start NAME-2 (-3, ...) beside it")
         parser.add_argument("-m", "--multirun", action="store_true", help="sweep comma-separated values (Hydra multirun)")
 
 
@@ -151,7 +155,8 @@ def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str
     if args.model_base_url:
         overrides.append(f"++model.base_url={hydra_value(args.model_base_url)}")
     run_flags = {"task_concurrency": "run.task_concurrency", "k": "run.k", "max_retries": "run.max_retries",
-                 "results_dir": "run.results_dir", "run_name": "run.run_name"}
+                 "results_dir": "run.results_dir", "run_name": "run.run_name", "retry_errors": "run.retry_errors",
+                 "new_run": "run.new_run"}
     for flag, key in run_flags.items():
         value = getattr(args, flag, None)
         if value is not None:

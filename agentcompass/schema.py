@@ -105,6 +105,9 @@ class RunConfig(Strict):
     results_dir: str = "results"
     run_name: str | None = None
     keep_environment: bool = False
+    retry_errors: bool = False  # on resume, rerun the attempts recorded as errors
+    new_run: bool = False  # settings differ from the run's: start `<run_name>-N` beside it instead of refusing
+    count_errors_as_failures: bool = False  # errors count as failed attempts in pass@k
 
 
 class ResolvedConfig(Strict):
