@@ -106,6 +106,16 @@ def test_a_second_process_on_the_same_run_is_refused(cli, tmp_path):
     assert third.returncode == 0, third.stderr
 
 
+def test_two_runs_started_together_run_each_trial_once(tmp_path):
+    run_dir = make_slow(tmp_path, 4, sleep=5)
+    procs = [subprocess.Popen([sys.executable, "-m", "agentcompass", *run_args(tmp_path)], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outcomes = sorted((proc.wait(timeout=120), proc.communicate()[1]) for proc in procs)
+    assert [code for code, _ in outcomes] == [0, 2], outcomes
+    assert "in use by process" in outcomes[1][1]
+    assert sorted(json.loads(line)["task_id"] for line in lines_of(run_dir)) == [f"t{i:03d}" for i in range(4)]
+
+
 def test_a_torn_last_line_is_cut_and_its_attempt_runs_again(cli, tmp_path):
     run_dir = make_slow(tmp_path, 4)
     assert cli(*run_args(tmp_path), cwd=tmp_path).returncode == 0
