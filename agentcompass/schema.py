@@ -12,14 +12,14 @@ class Strict(BaseModel):
 
 
 class Timeouts(Strict):
-    agent: float | None = None
-    verify: float | None = None
-    build: float | None = None
+    agent: float | None = Field(None, gt=0)
+    verify: float | None = Field(None, gt=0)
+    build: float | None = Field(None, gt=0)
 
 
 class Resources(Strict):
-    cpus: float | None = None
-    memory_mb: int | None = None
+    cpus: float | None = Field(None, gt=0)
+    memory_mb: int | None = Field(None, gt=0)
 
 
 class Recipe(Strict):

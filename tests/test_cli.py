@@ -30,15 +30,47 @@ BAD_INPUTS = [
     (["demo", "oracle", "none", "run.k=1,2"], "add -m"),
     (["demo", "oracle", "none", "run.k=abc"], "invalid value for 'run.k'"),
     (["demo", "oracle", "none", "--benchmark-params", '{"sample_ids": ["no-such-task"]}'], "unknown sample_ids: no-such-task"),
-    (["demo", "oracle", "none", "--benchmark-params", '{"limit": -3}'], "'limit' must be a whole number"),
+    (["demo", "oracle", "none", "--benchmark-params", '{"limit": -3}'], "'benchmark.params.limit' (from --benchmark-params)"),
     (["demo", "oracle", "none", "--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["demo", "oracle", "none", "--config", "{missing_env}"], "cannot resolve the config"),
     (["demo", "oracle", "none", "run.no_such_key=1"], "no_such_key"),
     (["demo", "oracle", "none", "--run-name", "a/b"], "must be a plain name"),
     (["typo", "oracle", "none", "--config-dir", "{user_dir}"], "unknown key 'benchmark.timeout'"),
     (["broken", "oracle", "none", "--config-dir", "{user_dir}"], "cannot compose the config"),
-    (["demo", "oracle", "none", "--env-params", '{"isolation": "chroot"}'], "env.isolation"),
+    (["demo", "oracle", "none", "--env-params", '{"isolation": "chroot"}'], "'env.isolation' (from --env-params)"),
+    # Values name the source the user typed, limits must be positive, and typos get the closest key.
+    (["demo", "oracle", "none", "benchmark.timeouts.agent=-5"],
+     "'benchmark.timeouts.agent' (from 'benchmark.timeouts.agent=-5'): Input should be greater than 0"),
+    (["demo", "oracle", "none", "benchmark.resources.memory_mb=0"], "'benchmark.resources.memory_mb'"),
+    (["negative", "oracle", "none", "--config-dir", "{user_dir}"],
+     "'benchmark.timeouts.verify' (from {user_dir}/recipes/negative.yaml)"),
+    (["demo", "oracle", "none", "--benchmark-params", '{"limt": 2}'],
+     "unknown key 'benchmark.params.limt' (from --benchmark-params); did you mean 'limit'?"),
+    (["limt", "oracle", "none", "--config-dir", "{user_dir}"],
+     "unknown key 'benchmark.params.limt' (from {user_dir}/recipes/limt.yaml); did you mean 'limit'?"),
+    (["demo", "oracle", "none", "--env-params", '{"isolaton": "none"}'],
+     "unknown key 'env.isolaton' (from --env-params); did you mean 'isolation'?"),
+    (["demo", "oracle", "none", "--config", "{env_typo}"], "unknown key 'env.isolaton' (from --config {env_typo})"),
+    (["demo", "oracle", "none", "++env.isolaton=none"], "unknown key 'env.isolaton' (from '++env.isolaton=none')"),
+    (["demo", "mini_swe_agent", "gpt-5-mini", "--harness-params", '{"step_limt": 3}'],
+     "unknown key 'harness.step_limt' (from --harness-params); did you mean 'step_limit'?"),
+    (["demo", "mini_swe_agent", "gpt-5-mini", "--harness-params", '{"wall_time_limit_s": -1}'],
+     "'harness.wall_time_limit_s' (from --harness-params)"),
+    (["demo", "oracle", "none", "--results-dir", "/proc/agentcompass-no-such-dir"], "is not writable"),
+    (["demo", "oracle", "none", "--results-dir", "{bad_yaml}"], "results dir '{bad_yaml}' (from --results-dir) is a file"),
+    (["demo", "oracle", "none", "--results-dir", "{file_child}"], "cannot be made: '{bad_yaml}' is a file"),
+    (["demo", "oracle", "none", "run.results_dir={bad_yaml}"], "(from 'run.results_dir={bad_yaml}') is a file"),
+    (["demo", "mini_swe_agent", "openai_compatible"], "needs model.name and model.base_url; pass model.name=NAME and --model-base-url URL"),
+    (["demo", "mini_swe_agent", "openai_compatible", "model.name=m", "--model-base-url", "localhost:8000"],
+     "'model.base_url' (from --model-base-url): expected an http:// or https:// URL"),
+    (["demo", "oracle", "none", "--env", "modal", "--config", "{unset_modal}"],
+     "environment variable AGENTCOMPASS_TEST_UNSET_VAR is not set"),
+    (["config", "show", "demo", "oracle", "none", "run.k=1,2"], "'run.k=1,2' sweeps several values; add -m"),
+    (["eval", "demo", "--predictions", "{bad_yaml}"],
+     "'demo' is not a SWE-bench recipe (format 'harbor'): eval grades SWE-bench predictions; pick one of swebench,"),
+    (["validate", "demo", "--env-params", '{"isolaton": "none"}'], "unknown key 'env.isolaton' (from --env-params)"),
 ]
+COMMANDS = ("config", "eval", "validate")  # a table row starting with one of these runs it instead of `run`
 
 
 @pytest.fixture
@@ -49,20 +81,34 @@ def bad_files(tmp_path):
     user.mkdir(parents=True)
     (user / "typo.yaml").write_text("name: typo\nformat: harbor\ntimeout: {agent: 1}\n")
     (user / "broken.yaml").write_text("name: broken\nformat: [harbor\n")
+    (user / "negative.yaml").write_text("defaults: [demo, _self_]\nname: negative\ntimeouts: {verify: -1}\n")
+    (user / "limt.yaml").write_text("defaults: [demo, _self_]\nname: limt\nparams: {limt: 2}\n")
+    (tmp_path / "env_typo.yaml").write_text("environments: {local: {isolaton: none}}\n")
+    (tmp_path / "unset_modal.yaml").write_text("environments: {modal: {token_id: '${oc.env:AGENTCOMPASS_TEST_UNSET_VAR}'}}\n")
     return {"bad_yaml": str(tmp_path / "bad.yaml"), "missing_env": str(tmp_path / "missing_env.yaml"),
-            "user_dir": str(tmp_path / "user")}
+            "user_dir": str(tmp_path / "user"), "env_typo": str(tmp_path / "env_typo.yaml"),
+            "unset_modal": str(tmp_path / "unset_modal.yaml"), "file_child": str(tmp_path / "bad.yaml" / "sub")}
+
+
+def fill(text: str, files: dict[str, str]) -> str:
+    for key, value in files.items():
+        text = text.replace("{" + key + "}", value)
+    return text
 
 
 @pytest.mark.parametrize("args,fragment", BAD_INPUTS, ids=[" ".join(a)[:60] for a, _ in BAD_INPUTS])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, bad_files, args, fragment):
     work = tmp_path / "work"
     work.mkdir()
-    args = [a.format(**bad_files) if a.startswith("{") and a.endswith("}") and a[1:-1] in bad_files else a for a in args]
-    result = cli("run", *args, "--results-dir", str(work / "results"), cwd=work)
+    args = [fill(a, bad_files) for a in args]
+    command = args[:2] if args[0] == "config" else args[:1] if args[0] in COMMANDS else ["run"]
+    # The row's own --results-dir comes later and wins.
+    result = cli(*command, "--results-dir", str(work / "results"), *args[len(command) if args[0] in COMMANDS else 0:],
+                 cwd=work)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2, result.stderr
     assert len(lines) == 1, result.stderr
-    assert fragment in lines[0]
+    assert fill(fragment, bad_files) in lines[0]
     assert "Traceback" not in result.stderr
     assert list(work.iterdir()) == []  # no results dir, no Hydra outputs/
 

@@ -76,6 +76,7 @@ def modal_name(name: str) -> str:
 
 class ModalProvider:
     name = "modal"
+    extra, extra_modules = "modal", ("modal",)  # checked before a run (registry.check_extra)
 
     class Settings(Strict):
         app_name: str = "agentcompass"  # the Modal app the sandboxes belong to (created when missing)
