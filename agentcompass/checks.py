@@ -56,8 +56,7 @@ def anchor_path(section: dict[str, Any], key: str, source: Any, recipe_file: Pat
     if not isinstance(value, str) or not value or source is None or source.label == str(recipe_file):
         return
     path = Path(value).expanduser()
-    if not path.is_absolute():
-        section[key] = str(source.base_dir / path)
+    section[key] = str(path if path.is_absolute() else source.base_dir / path)
 
 
 def results_dir(path_text: str, provenance: Provenance) -> None:

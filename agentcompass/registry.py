@@ -36,6 +36,9 @@ BUILTINS: dict[str, dict[str, str]] = {
 }
 
 
+NOUNS = {"format": "benchmark format", "provider": "env"}  # what a user calls each kind
+
+
 def closest(name: str, choices: list[str]) -> str:
     """' (did you mean X?)' or '' — appended to unknown-name messages."""
     match = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
@@ -45,7 +48,7 @@ def closest(name: str, choices: list[str]) -> str:
 def resolve(kind: str, name: str) -> Any:
     """The class behind a short name (`docker`) or a dotted path (`pkg.mod:Class`), its extra checked."""
     implementation = load(kind, name)
-    check_extra(implementation, f"{kind} '{name}'")
+    check_extra(implementation, f"{NOUNS.get(kind, kind)} '{name}'")
     return implementation
 
 

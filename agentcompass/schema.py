@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+# Timeouts, sizes and limits in settings: zero or a negative number is a typo, caught before the run.
+Positive = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
 
 
 class Timeouts(Strict):

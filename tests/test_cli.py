@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,6 +59,10 @@ BAD_INPUTS = [
      "unknown key 'harness.step_limt' (from --harness-params); did you mean 'step_limit'?"),
     (["demo", "mini_swe_agent", "gpt-5-mini", "--harness-params", '{"wall_time_limit_s": -1}'],
      "'harness.wall_time_limit_s' (from --harness-params)"),
+    (["demo", "oracle", "none", "--env", "docker", "--env-params", '{"pull_timeout_s": 0}'],
+     "'env.pull_timeout_s' (from --env-params): Input should be greater than 0"),
+    (["demo", "oracle", "none", "--env", "modal", "environments.modal.memory_mb=-1"],
+     "'env.memory_mb' (from 'environments.modal.memory_mb=-1')"),
     (["demo", "oracle", "none", "--results-dir", "/proc/agentcompass-no-such-dir"], "is not writable"),
     (["demo", "oracle", "none", "--results-dir", "{bad_yaml}"], "results dir '{bad_yaml}' (from --results-dir) is a file"),
     (["demo", "oracle", "none", "--results-dir", "{file_child}"], "cannot be made: '{bad_yaml}' is a file"),
@@ -200,3 +207,100 @@ def test_secret_overrides_never_reach_hydra_output(cli, tmp_path):
     assert any(p.name == "multirun.yaml" for p in written)
     assert [p for p in written if secret in p.read_text(errors="replace")] == []
     assert secret not in result.stdout + result.stderr
+
+
+# Runs agentcompass with some top-level modules made unimportable, as if their extra were not installed.
+HIDE = """
+import importlib.abc, runpy, sys
+HIDDEN = set(sys.argv[1].split(","))
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Hide())
+"""
+WITHOUT = HIDE + """
+sys.argv = ["agentcompass", *sys.argv[2:]]
+runpy.run_module("agentcompass", run_name="__main__", alter_sys=True)
+"""
+SWEBENCH_ROWS = str(Path(__file__).parent / "data" / "swebench-lite-sample.json")
+MISSING_EXTRAS = [
+    # (hidden modules, arguments, the pip install the one line must name)
+    ("swebench", ["run", "swebench_lite", "oracle", "none", "--env", "docker", "--benchmark-params",
+                  json.dumps({"path": SWEBENCH_ROWS})], "benchmark format 'swebench' needs swebench"),
+    ("datasets", ["run", "swebench_verified", "mini_swe_agent", "gpt-5-mini"], "pip install 'agentcompass[swebench]'"),
+    ("minisweagent", ["run", "demo", "mini_swe_agent", "gpt-5-mini"], "pip install 'agentcompass[agents]'"),
+    ("litellm", ["run", "demo", "mini_swe_agent", "openai/gpt-4o-mini"], "needs litellm, which is not installed; pip install 'agentcompass[agents]'"),
+    ("modal", ["run", "demo", "oracle", "none", "--env", "modal"], "env 'modal' needs modal, which is not installed; pip install 'agentcompass[modal]'"),
+    ("modal", ["cleanup", "--env", "modal"], "pip install 'agentcompass[modal]'"),
+    ("swebench", ["eval", "swebench_verified", "--predictions", SWEBENCH_ROWS], "pip install 'agentcompass[swebench]'"),
+]
+
+
+def run_without(modules: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "AGENTCOMPASS_DEBUG"}
+    return subprocess.run([sys.executable, "-c", WITHOUT, modules, *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("hidden,args,fragment", MISSING_EXTRAS, ids=[f"{h}-{a[1]}" for h, a, _ in MISSING_EXTRAS])
+def test_a_missing_extra_is_one_line_before_anything_runs(tmp_path, hidden, args, fragment):
+    probe = run_without(hidden, ["--version"], tmp_path)
+    assert probe.returncode == 0, probe.stderr  # the wrapper itself works...
+    hidden_import = subprocess.run([sys.executable, "-c", HIDE + f"import {hidden}", hidden], capture_output=True, text=True)
+    assert f"No module named '{hidden}'" in hidden_import.stderr  # ...and really hides the module
+    result = run_without(hidden, [*args, "--results-dir", str(tmp_path / "results")] if args[0] == "run" else args, tmp_path)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_extra_the_run_does_not_use_may_be_missing(tmp_path):
+    result = run_without("modal,swebench,minisweagent,litellm,datasets",
+                         ["run", "demo", "oracle", "none", "--benchmark-params", '{"limit": 1}'], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "passed 1" in result.stdout
+
+
+def test_a_relative_path_on_the_command_line_is_relative_to_the_current_directory(cli, tmp_path):
+    import shutil
+
+    shutil.copytree(Path(__file__).parent.parent / "recipes" / "demo", tmp_path / "mytasks")
+    result = cli("run", "demo", "oracle", "none", "--benchmark-params", '{"path": "mytasks", "sample_ids": ["fix-median-bug"]}',
+                 "--results-dir", "r", "--run-name", "x", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "passed 1" in result.stdout
+
+
+def test_config_show_with_m_shows_each_job(cli, tmp_path):
+    result = cli("config", "show", "demo", "oracle", "none", "-m", "run.k=1,2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    jobs = list(yaml.safe_load_all(result.stdout))
+    assert [job["run"]["k"] for job in jobs] == [1, 2]
+    assert "# job 2 of 2: run.k=2" in result.stdout
+
+
+def test_config_show_shows_the_key_variable_name_but_not_the_key(cli, tmp_path):
+    result = cli("config", "show", "demo", "oracle", "gpt-5-mini", "--model-api-key", "sk-shown-never-1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    model = yaml.safe_load(result.stdout)["model"]
+    assert model["api_key_env"] == "OPENAI_API_KEY" and model["api_key"] == "***"
+
+
+def test_help_offers_only_envs_that_exist(cli):
+    shipped = sorted(p.stem for p in (Path(__file__).parent.parent / "providers").glob("*.yaml"))
+    for command in ("run", "validate", "eval"):
+        text = " ".join(cli(command, "--help").stdout.split())
+        offered = re.search(r"execution environment: ([a-z_, ]+) \(default local", text)
+        assert offered, text
+        assert sorted(offered[1].split(", ")) == shipped, command
+
+
+def test_a_private_overlay_for_another_env_does_not_break_a_local_run(cli, tmp_path):
+    overlay = tmp_path / "secrets.yaml"
+    overlay.write_text("model:\n  api_key: ${oc.env:AGENTCOMPASS_TEST_UNSET_KEY,null}\n"
+                       "environments:\n  modal:\n    token_id: ${oc.env:AGENTCOMPASS_TEST_UNSET_ID}\n")
+    result = cli("run", "demo", "oracle", "none", "--config", str(overlay), "--benchmark-params", '{"limit": 1}',
+                 "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
