@@ -288,6 +288,17 @@ def test_config_show_shows_the_key_variable_name_but_not_the_key(cli, tmp_path):
     assert model["api_key_env"] == "OPENAI_API_KEY" and model["api_key"] == "***"
 
 
+def test_multirun_yaml_and_config_show_agree_on_what_is_secret(cli, tmp_path):
+    result = cli("run", "demo", "oracle", "gpt-5-mini", "-m", "run.k=1,2", "model.api_key=sk-never-shown-7",
+                 "--benchmark-params", '{"limit": 1}', "--results-dir", str(tmp_path / "r"), "--run-name", "x", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    recorded = yaml.safe_load((tmp_path / "r" / "x" / "multirun.yaml").read_text())["model"]
+    shown = cli("config", "show", "demo", "oracle", "gpt-5-mini", "model.api_key=sk-never-shown-7", cwd=tmp_path)
+    model = yaml.safe_load(shown.stdout)["model"]
+    assert recorded["api_key_env"] == model["api_key_env"] == "OPENAI_API_KEY"
+    assert model["api_key"] == "***" and recorded.get("api_key") is None
+
+
 def test_help_offers_only_envs_that_exist(cli):
     shipped = sorted(p.stem for p in (Path(__file__).parent.parent / "providers").glob("*.yaml"))
     for command in ("run", "validate", "eval"):
