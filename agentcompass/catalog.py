@@ -68,7 +68,7 @@ def check_choice(key: str, name: str, roots: list[Path]) -> None:
         )
 
 
-def shipped_envs() -> list[str]:
+def known_envs() -> list[str]:
     """The envs `--help` offers: the shipped providers plus AGENTCOMPASS_CONFIG_PATH's (never one that has no YAML)."""
     try:
         roots = search_roots([])

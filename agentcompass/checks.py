@@ -22,7 +22,7 @@ def model_is_set(model: dict[str, Any], preset: str) -> None:
     """A preset such as openai_compatible leaves name and base_url to the user: name every one missing."""
     unset = [key for key in HOW_TO_SET if model.get(key) == UNSET]
     if unset:
-        raise UserError(f"model '{preset or model.get('name')}' needs {' and '.join(f'model.{k}' for k in unset)}; "
+        raise UserError(f"model '{preset or model.get('name')}': {', '.join(f'model.{k} is not set' for k in unset)}; "
                         f"pass {' and '.join(HOW_TO_SET[k] for k in unset)} (or set them in a --config file)")
 
 

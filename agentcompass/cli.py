@@ -65,9 +65,9 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
 
 def env_help(default: str = "local") -> str:
     """--env's help: the envs that have a YAML (never one that would answer `unknown env`)."""
-    from agentcompass.catalog import shipped_envs
+    from agentcompass.catalog import known_envs
 
-    return f"execution environment: {', '.join(shipped_envs())} (default {default}; see `agentcompass list envs`)"
+    return f"execution environment: {', '.join(known_envs())} (default {default}; see `agentcompass list envs`)"
 
 
 def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = True) -> None:

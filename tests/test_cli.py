@@ -67,7 +67,7 @@ BAD_INPUTS = [
     (["demo", "oracle", "none", "--results-dir", "{bad_yaml}"], "results dir '{bad_yaml}' (from --results-dir) is a file"),
     (["demo", "oracle", "none", "--results-dir", "{file_child}"], "cannot be made: '{bad_yaml}' is a file"),
     (["demo", "oracle", "none", "run.results_dir={bad_yaml}"], "(from 'run.results_dir={bad_yaml}') is a file"),
-    (["demo", "mini_swe_agent", "openai_compatible"], "needs model.name and model.base_url; pass model.name=NAME and --model-base-url URL"),
+    (["demo", "mini_swe_agent", "openai_compatible"], "model 'openai_compatible': model.name is not set, model.base_url is not set; pass model.name=NAME and --model-base-url URL"),
     (["demo", "mini_swe_agent", "openai_compatible", "model.name=m", "--model-base-url", "localhost:8000"],
      "'model.base_url' (from --model-base-url): expected an http:// or https:// URL"),
     (["demo", "oracle", "none", "--env", "modal", "--config", "{unset_modal}"],
