@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from agentcompass.errors import UserError
 from agentcompass.registry import closest
@@ -78,24 +79,30 @@ def known_envs() -> list[str]:
     return ["local", *(n for n in names if n != "local")] if "local" in names else names
 
 
-def recipe_format(name: str, roots: list[Path], seen: frozenset[str] = frozenset()) -> str | None:
-    """A recipe's `format:`, following its defaults list (`defaults: [swebench, _self_]`), without composing."""
+def recipe_chain(name: str, roots: list[Path], seen: frozenset[str] = frozenset()) -> list[tuple[Path, dict[str, Any]]]:
+    """A recipe's YAML files in Hydra's merge order (its defaults list, `_self_` last unless placed),
+    each with its plain data: what each file says, without composing."""
     import yaml
 
     path = group_entries("benchmark", roots).get(name)
     if path is None or name in seen:
-        return None
+        return []
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
-        return None
+        return []
     if not isinstance(data, dict):
-        return None
-    if isinstance(data.get("format"), str):
-        return str(data["format"])
-    parents = [d for d in data.get("defaults") or [] if isinstance(d, str) and d != "_self_"]
-    for parent in reversed(parents):  # the last one listed wins in Hydra's merge
-        found = recipe_format(parent, roots, seen | {name})
-        if found:
-            return found
-    return None
+        return []
+    defaults = [d for d in data.get("defaults") or [] if isinstance(d, str)]
+    if "_self_" not in defaults:
+        defaults.append("_self_")
+    chain: list[tuple[Path, dict[str, Any]]] = []
+    for entry in defaults:
+        chain += [(path, data)] if entry == "_self_" else recipe_chain(entry, roots, seen | {name})
+    return chain
+
+
+def recipe_format(name: str, roots: list[Path]) -> str | None:
+    """A recipe's `format:`, the last file of its chain that sets one winning."""
+    formats = [data["format"] for _, data in recipe_chain(name, roots) if isinstance(data.get("format"), str)]
+    return str(formats[-1]) if formats else None

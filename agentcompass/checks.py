@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcompass.errors import UserError
-from agentcompass.provenance import Provenance
+from agentcompass.provenance import Provenance, Source
 from agentcompass.registry import check_extra, resolve
 from agentcompass.schema import ModelConfig, Recipe
 
@@ -46,14 +46,14 @@ def benchmark_params(recipe: Recipe, provenance: Provenance) -> None:
     validate(params_schema, recipe.params, "benchmark.params", provenance)
     for key in getattr(params_schema, "path_keys", ()):
         for section, where in ((recipe.params, f"benchmark.params.{key}"), (recipe.source, f"benchmark.source.{key}")):
-            anchor_path(section, key, provenance.of(where), provenance.files.get("benchmark"))
+            anchor_path(section, key, provenance.of(where))
 
 
-def anchor_path(section: dict[str, Any], key: str, source: Any, recipe_file: Path | None) -> None:
+def anchor_path(section: dict[str, Any], key: str, source: Source | None) -> None:
     """A relative path typed on the command line is relative to the current directory, one in a
-    --config file to that file; one in the recipe stays relative to the recipe (formats resolve it)."""
+    YAML file (a --config file, the recipe) to that file's directory."""
     value = section.get(key)
-    if not isinstance(value, str) or not value or source is None or source.label == str(recipe_file):
+    if not isinstance(value, str) or not value or source is None:
         return
     path = Path(value).expanduser()
     section[key] = str(path if path.is_absolute() else source.base_dir / path)

@@ -21,6 +21,7 @@ from agentcompass.catalog import (  # noqa: F401  (re-exported: the config folde
     check_choice,
     describe,
     group_entries,
+    recipe_chain,
     search_roots,
     shipped_root,
 )
@@ -161,7 +162,7 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
     provenance = Provenance(
         typed=[(o.partition("=")[0].lstrip("+~"), label) for o, label in invocation.typed.items()],
         overlays=[(p, OmegaConf.to_container(o, resolve=False)) for p, o in zip(invocation.config_files, overlays)],
-        files=files, env_name=env_name)
+        files=files, env_name=env_name, recipe_files=recipe_chain(choices.get(GROUPS["benchmark"][1], ""), roots))
     data["env"] = deep_merge(data["env"], data["environments"].get(env_name) or {})
     bench = data["benchmark"]
     bench = deep_merge(bench, (bench.get("overrides") or {}).get(env_name) or {})

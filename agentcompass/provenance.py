@@ -25,6 +25,7 @@ class Provenance:
     overlays: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)  # each --config file, as plain data
     files: dict[str, Path | None] = field(default_factory=dict)  # config group -> the YAML file selected
     env_name: str = ""
+    recipe_files: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)  # the recipe and its parents, merge order
 
     def of(self, where: str) -> Source | None:
         """The source of the value at dotted `where` (e.g. `env.isolation`); None when unknown."""
@@ -38,6 +39,11 @@ class Provenance:
         for key, label in reversed(self.typed):
             if any(alias == key or alias.startswith(key + ".") for alias in aliases):
                 return Source(label, Path.cwd())
+        if group == "benchmark":  # the recipe file (or parent recipe) that says it; a per-env override first
+            for wanted in (f"overrides.{self.env_name}.{rest}", rest):
+                for path, data in reversed(self.recipe_files):
+                    if holds(data, wanted):
+                        return Source(str(path), path.parent)
         file = self.files.get(group)
         return Source(str(file), file.parent) if file is not None else None
 

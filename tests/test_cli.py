@@ -51,6 +51,8 @@ BAD_INPUTS = [
      "unknown key 'benchmark.params.limt' (from --benchmark-params); did you mean 'limit'?"),
     (["limt", "oracle", "none", "--config-dir", "{user_dir}"],
      "unknown key 'benchmark.params.limt' (from {user_dir}/recipes/limt.yaml); did you mean 'limit'?"),
+    (["limt_child", "oracle", "none", "--config-dir", "{user_dir}"],
+     "unknown key 'benchmark.params.limt' (from {user_dir}/recipes/limt.yaml)"),  # the parent that says it
     (["demo", "oracle", "none", "--env-params", '{"isolaton": "none"}'],
      "unknown key 'env.isolaton' (from --env-params); did you mean 'isolation'?"),
     (["demo", "oracle", "none", "--config", "{env_typo}"], "unknown key 'env.isolaton' (from --config {env_typo})"),
@@ -90,6 +92,7 @@ def bad_files(tmp_path):
     (user / "broken.yaml").write_text("name: broken\nformat: [harbor\n")
     (user / "negative.yaml").write_text("defaults: [demo, _self_]\nname: negative\ntimeouts: {verify: -1}\n")
     (user / "limt.yaml").write_text("defaults: [demo, _self_]\nname: limt\nparams: {limt: 2}\n")
+    (user / "limt_child.yaml").write_text("defaults: [limt, _self_]\nname: limt_child\ndescription: mine\n")
     (tmp_path / "env_typo.yaml").write_text("environments: {local: {isolaton: none}}\n")
     (tmp_path / "unset_modal.yaml").write_text("environments: {modal: {token_id: '${oc.env:AGENTCOMPASS_TEST_UNSET_VAR}'}}\n")
     return {"bad_yaml": str(tmp_path / "bad.yaml"), "missing_env": str(tmp_path / "missing_env.yaml"),
@@ -270,6 +273,15 @@ def test_a_relative_path_on_the_command_line_is_relative_to_the_current_director
     result = cli("run", "demo", "oracle", "none", "--benchmark-params", '{"path": "mytasks", "sample_ids": ["fix-median-bug"]}',
                  "--results-dir", "r", "--run-name", "x", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    assert "passed 1" in result.stdout
+
+
+def test_a_recipe_extending_a_shipped_one_keeps_its_paths(cli, tmp_path):
+    (tmp_path / "user" / "recipes").mkdir(parents=True)
+    (tmp_path / "user" / "recipes" / "my_demo.yaml").write_text("defaults: [demo, _self_]\nname: my_demo\n")
+    result = cli("run", "my_demo", "oracle", "none", "--config-dir", "user", "--benchmark-params", '{"limit": 1}',
+                 "--results-dir", "r", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr  # demo's `source: {path: demo}` is relative to demo.yaml
     assert "passed 1" in result.stdout
 
 

@@ -151,7 +151,8 @@ def test_relative_paths_follow_where_they_were_written(tmp_path, monkeypatch):
     overlay = write(tmp_path / "conf" / "private.yaml", "benchmark: {params: {path: ../data/rows.jsonl}}\n")
     from_file = resolved_for(config_files=[overlay], benchmark="swebench_lite")
     assert Path(from_file.benchmark.params["path"]).resolve() == tmp_path / "data" / "rows.jsonl"  # the file's dir
-    assert resolved_for().benchmark.source["path"] == "demo"  # a recipe's own stays relative to the recipe
+    recipes = Path(__file__).resolve().parent.parent / "recipes"
+    assert resolved_for().benchmark.source["path"] == str(recipes / "demo")  # a recipe's own: relative to the recipe
 
 
 def test_an_unused_section_may_hold_an_unset_variable(tmp_path, monkeypatch):

@@ -74,7 +74,10 @@ def check_grades_patches(benchmark: str, config_dirs: list[Path]) -> None:
 
     def grades_patches(name: str) -> bool:
         fmt = recipe_format(name, roots)
-        return fmt is None or hasattr(load("format", fmt), "apply_patch")  # unknown: let the run decide
+        try:
+            return fmt is None or hasattr(load("format", fmt), "apply_patch")  # unknown: let the run decide
+        except UserError:  # a user recipe naming a format that does not load
+            return False
 
     if not grades_patches(benchmark):
         usable = [name for name in sorted(group_entries("benchmark", roots)) if recipe_format(name, roots) and grades_patches(name)]
