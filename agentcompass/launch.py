@@ -55,7 +55,7 @@ class Job:
 
 
 def prepare_all(invocation: Invocation, multirun: bool) -> tuple[Any, dict[tuple[str, ...], PreparedRun], set[str], list[str]]:
-    jobs, sweep_keys = expand(invocation.overrides, multirun)
+    jobs, sweep_keys = expand(invocation.overrides, multirun, invocation.typed)
     hydra = make_hydra(invocation.roots())
     prepared: dict[tuple[str, ...], PreparedRun] = {}
     for job in jobs:
@@ -128,10 +128,16 @@ def print_sweep(rows: list[dict[str, Any]], run_root: Path) -> None:
     print(f"sweep: {run_root / 'sweep.json'}", flush=True)
 
 
-def show_config(invocation: Invocation) -> str:
+def show_config(invocation: Invocation, multirun: bool = False) -> str:
+    """The composed config of each job as YAML, secrets redacted; a sweep's jobs as separate documents."""
     from omegaconf import OmegaConf
 
-    jobs, sweep_keys = expand(invocation.overrides, multirun=False)
+    jobs, sweep_keys = expand(invocation.overrides, multirun, invocation.typed)
     hydra = make_hydra(invocation.roots())
-    resolved = finalize(compose(hydra, jobs[0]), invocation)
-    return OmegaConf.to_yaml(public_dict(resolved))
+    documents = []
+    for number, job in enumerate(jobs, 1):
+        resolved = finalize(compose(hydra, job), invocation, sweep_suffix(job, sweep_keys))
+        swept = " ".join(o.lstrip("+~") for o in job if o.partition("=")[0].lstrip("+~") in sweep_keys)
+        header = f"# job {number} of {len(jobs)}: {swept}\n" if multirun else ""
+        documents.append(header + OmegaConf.to_yaml(public_dict(resolved)))
+    return "---\n".join(documents)

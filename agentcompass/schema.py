@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
@@ -11,15 +11,20 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# Timeouts, sizes and limits in settings: zero or a negative number is a typo, caught before the run.
+Positive = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
 class Timeouts(Strict):
-    agent: float | None = None
-    verify: float | None = None
-    build: float | None = None
+    agent: float | None = Field(None, gt=0)
+    verify: float | None = Field(None, gt=0)
+    build: float | None = Field(None, gt=0)
 
 
 class Resources(Strict):
-    cpus: float | None = None
-    memory_mb: int | None = None
+    cpus: float | None = Field(None, gt=0)
+    memory_mb: int | None = Field(None, gt=0)
 
 
 class Recipe(Strict):

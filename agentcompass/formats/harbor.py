@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import InfraError, UserError, VerifierError
-from agentcompass.formats.base import render_instruction, run_solution, select_tasks
+from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
 from agentcompass.formats.sources import dataset_root
 from agentcompass.schema import Recipe
 from agentcompass.task import AgentOutcome, Grade, Task
@@ -40,6 +40,8 @@ def parse_memory_mb(value: Any) -> int | None:
 
 
 class HarborFormat:
+    Params = SelectionParams
+
     def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import InfraError, UserError
-from agentcompass.formats.base import render_instruction, select_tasks, source_path
+from agentcompass.formats.base import SelectionParams, render_instruction, select_tasks, source_path
 from agentcompass.formats.swebench_data import (
     check_gradable,
     image_name,
@@ -50,7 +50,16 @@ EVAL_LOG_DETAIL_CAP = 20_000  # characters of eval log kept in trials.jsonl; eva
 GIT_TIMEOUT = 600.0
 
 
+class SwebenchParams(SelectionParams):
+    path_keys = ("path", "repos_dir")
+    split: str | None = None  # default source.split
+    repos_dir: str | None = None  # <repos_dir>/<instance_id>: a checkout staged at /testbed where no image is used
+    patch_exclude: list[str] = []  # git pathspec globs (relative to /testbed) left out of the patch
+
+
 class SwebenchFormat:
+    extra, extra_modules = "swebench", ("swebench", "datasets")  # checked before a run (registry.check_extra)
+    Params = SwebenchParams
     def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe
 

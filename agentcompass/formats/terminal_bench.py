@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import UserError, VerifierError
-from agentcompass.formats.base import render_instruction, run_solution, select_tasks
+from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
 from agentcompass.formats.sources import dataset_root
 from agentcompass.schema import Recipe
 from agentcompass.task import AgentOutcome, Grade, Task
@@ -191,6 +191,8 @@ def instruction_of(meta: dict[str, Any]) -> str:
 
 
 class TerminalBenchFormat:
+    Params = SelectionParams
+
     def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe
 

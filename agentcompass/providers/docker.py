@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from agentcompass.errors import InfraError, UserError
 from agentcompass.providers.remote import DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, extract_renamed, one_line, root_owned
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
-from agentcompass.schema import Strict
+from agentcompass.schema import Positive, PositiveInt, Strict
 
 if TYPE_CHECKING:
     import docker
@@ -45,15 +45,15 @@ class DockerProvider:
     class Settings(Strict):
         image: str | None = None  # run-wide image for every task, instead of the task's own
         network: str = "bridge"  # for tasks that allow internet; the others get `none`
-        cpus: float | None = None  # overrides the task's cpus (clamped to the engine's CPU count)
-        memory_mb: int | None = None  # overrides the task's memory
+        cpus: Positive | None = None  # overrides the task's cpus (clamped to the engine's CPU count)
+        memory_mb: PositiveInt | None = None  # overrides the task's memory
         shell: str = "bash"  # runs every exec'd command: SHELL -c CMD
         init: bool = True  # the engine's init as PID 1 reaps the orphans a killed command leaves behind
-        output_cap_bytes: int = DEFAULT_OUTPUT_CAP  # kept per stream and exec; the rest is dropped and marked
-        pull_timeout_s: float = 1800.0
-        build_timeout_s: float = 1800.0
-        api_timeout_s: float = 300.0  # one engine API call (create, upload, remove, ...)
-        max_connections: int = 64  # HTTP connections to the engine: one per exec in flight
+        output_cap_bytes: PositiveInt = DEFAULT_OUTPUT_CAP  # kept per stream and exec; the rest is dropped and marked
+        pull_timeout_s: Positive = 1800.0
+        build_timeout_s: Positive = 1800.0
+        api_timeout_s: Positive = 300.0  # one engine API call (create, upload, remove, ...)
+        max_connections: PositiveInt = 64  # HTTP connections to the engine: one per exec in flight
 
     def __init__(self, keep: bool = False, **settings: Any) -> None:
         self.settings = self.Settings(**settings)

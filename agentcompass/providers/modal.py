@@ -29,7 +29,7 @@ from pydantic import SecretStr
 from agentcompass.errors import InfraError, UserError
 from agentcompass.providers.remote import DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, extract_renamed, one_line, root_owned
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
-from agentcompass.schema import Strict
+from agentcompass.schema import Positive, PositiveInt, Strict
 
 if TYPE_CHECKING:
     import modal
@@ -76,22 +76,23 @@ def modal_name(name: str) -> str:
 
 class ModalProvider:
     name = "modal"
+    extra, extra_modules = "modal", ("modal",)  # checked before a run (registry.check_extra)
 
     class Settings(Strict):
         app_name: str = "agentcompass"  # the Modal app the sandboxes belong to (created when missing)
         environment_name: str | None = None  # Modal environment; default: the profile's
         image: str | None = None  # run-wide registry image for every task, instead of the task's own
         add_python: str | None = None  # e.g. "3.11": let Modal add Python to an image without it
-        cpus: float | None = None  # overrides the task's cpus
-        memory_mb: int | None = None  # overrides the task's memory
+        cpus: Positive | None = None  # overrides the task's cpus
+        memory_mb: PositiveInt | None = None  # overrides the task's memory
         region: str | None = None
-        timeout_s: int | None = None  # hard cap on a sandbox's life; default the task's, else 2 h
-        idle_timeout_s: int | None = None  # Modal ends a sandbox idle this long
+        timeout_s: PositiveInt | None = None  # hard cap on a sandbox's life; default the task's, else 2 h
+        idle_timeout_s: PositiveInt | None = None  # Modal ends a sandbox idle this long
         block_network: bool | None = None  # default: blocked when the task disallows internet
         token_id: SecretStr | None = None
         token_secret: SecretStr | None = None
         shell: str = "bash"  # runs every exec'd command: SHELL -c CMD
-        output_cap_bytes: int = DEFAULT_OUTPUT_CAP
+        output_cap_bytes: PositiveInt = DEFAULT_OUTPUT_CAP
 
     def __init__(self, keep: bool = False, **settings: Any) -> None:
         self.settings = self.Settings(**settings)
