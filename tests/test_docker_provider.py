@@ -313,6 +313,8 @@ def test_no_engine_is_one_line_naming_docker_host(cli, tmp_path):
     assert run.returncode == 2
     assert len(run.stderr.strip().splitlines()) == 1
     assert "DOCKER_HOST" in run.stderr and "nothing.sock" in run.stderr
+    # What a pip user can do: start the engine (no script of this repository's checkout).
+    assert "systemctl start docker" in run.stderr and "dockerd" in run.stderr and "scripts/" not in run.stderr
 
 
 # -- interrupts and cleanup ---------------------------------------------------------------------------
@@ -375,6 +377,40 @@ def test_a_stale_container_of_the_same_trial_is_replaced(open_sandbox, plain_con
     finally:
         box.close()
     assert subprocess.run(["docker", "inspect", name], capture_output=True).returncode != 0
+
+
+def test_a_live_siblings_container_is_never_removed(plain_context):
+    """Two processes with one run name: the second's trial must not remove the first's live container."""
+    from agentcompass.providers.docker import DockerProvider
+
+    spec = SandboxSpec(name=unique("ac-test"), build_context=plain_context,
+                       labels={"agentcompass": "1", "run": "pytest-docker", "trial": "t.1"})
+    sibling = DockerProvider().open(spec)  # another provider: another, live, owner
+    try:
+        with pytest.raises(InfraError, match="held by a live container"):
+            DockerProvider().open(spec)
+        assert sibling.exec("echo alive").stdout == "alive\n"
+    finally:
+        sibling.close()
+
+
+def test_a_dead_processs_running_leftover_is_replaced(base_image, plain_context):
+    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.providers.remote import OWNER_LABEL, process_owner
+
+    child = subprocess.Popen(["sleep", "30"])
+    dead_owner = process_owner("x", child.pid)
+    child.kill()
+    child.wait()
+    name, labels = unique("ac-test"), {"agentcompass": "1", "run": "pytest-docker", "trial": "t.1"}
+    subprocess.run(["docker", "run", "-d", "--name", name, *[f"--label={k}={v}" for k, v in labels.items()],
+                    f"--label={OWNER_LABEL}={dead_owner}", base_image, "sleep", "300"], capture_output=True, check=True)
+    box = DockerProvider().open(SandboxSpec(name=name, build_context=plain_context, labels=labels))
+    try:
+        assert box.exec("echo fresh").stdout == "fresh\n"
+        assert inspect(name)["Config"]["Labels"][OWNER_LABEL] != dead_owner
+    finally:
+        box.close()
 
 
 def test_keep_environment_keeps_the_container_and_says_how_to_attach(cli, base_image, tmp_path):
@@ -441,9 +477,14 @@ def test_an_oom_killed_agent_command_is_recorded_in_the_trial_details(cli, base_
     assert trial["details"]["oom_kills"] >= 1
 
 
-def kill_at_random(run_name: str, stop: threading.Event, kills: list[str]) -> None:
-    """Every 0.5-1 s, SIGKILL one running container of this run (chosen by its run label)."""
+def kill_at_random(run_name: str, until_done: Path, stop_after: int, stop: threading.Event, kills: list[str]) -> None:
+    """Every 0.5-1 s, SIGKILL one running container of this run (chosen by its run label), until
+    `stop_after` trials are recorded: the last few then run alone, and a lone trial killed every
+    second would never finish."""
     while not stop.wait(random.uniform(0.5, 1.0)):
+        done = until_done.read_text().count("\n") if until_done.exists() else 0
+        if done >= stop_after:
+            return
         running = subprocess.run(["docker", "ps", "-q", "--filter", f"label=run={run_name}", "--filter", "status=running"],
                                  capture_output=True, text=True).stdout.split()
         if running:
@@ -469,7 +510,8 @@ def test_killing_containers_at_random_never_changes_a_verdict(base_image, tmp_pa
          "--task-concurrency", "4", "--max-retries", "30", "run.retry_backoff_s=0.05"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stop, kills = threading.Event(), []
-    killer = threading.Thread(target=kill_at_random, args=(run_name, stop, kills))
+    trials_file = tmp_path / "out" / run_name / "faultbench__oracle__none__docker" / "trials.jsonl"
+    killer = threading.Thread(target=kill_at_random, args=(run_name, trials_file, len(tasks) - 6, stop, kills))
     killer.start()
     try:
         _, stderr = proc.communicate(timeout=600)
@@ -478,7 +520,7 @@ def test_killing_containers_at_random_never_changes_a_verdict(base_image, tmp_pa
         killer.join()
         proc.kill()
     assert proc.returncode == 0, stderr
-    trials = [json.loads(line) for line in next((tmp_path / "out" / run_name).glob("*/trials.jsonl")).read_text().splitlines()]
+    trials = [json.loads(line) for line in trials_file.read_text().splitlines()]
     retries = sum(t["retries"] for t in trials)
     print(f"\nfault injection: {len(trials)} trials, {len(kills)} containers killed, {retries} retries")
     assert sorted(t["task_id"] for t in trials) == tasks
