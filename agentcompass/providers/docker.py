@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import InfraError, UserError
 from agentcompass.providers.remote import (
-    EXEC_MARK, KILL_MARKED, OWNER_LABEL, SUSPECT_EXIT_CODES, RemoteSandbox, extract_renamed, is_leftover, one_line,
+    EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed, is_leftover, one_line,
     process_owner, read_frames, upload_archive,
 )
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
@@ -360,8 +360,7 @@ class DockerSandbox(RemoteSandbox):
         keep = self.settings.output_cap_bytes + 1  # one byte more than the cap, so cap_output marks the cut
         stdout, stderr, timed_out, broken = read_frames(sock, deadline, keep, lambda: self._kill_marked(mark))
         code = 124 if timed_out else self._exit_code(exec_id)
-        if broken or code < 0 or code in SUSPECT_EXIT_CODES:
-            self._raise_if_lost(settle_s=0.5)
+        self._check_exit(code, broken)
         cap = self.settings.output_cap_bytes
         return ExecResult(code, cap_output(stdout, cap), cap_output(stderr, cap), timed_out, time.monotonic() - start)
 

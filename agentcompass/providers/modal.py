@@ -28,7 +28,7 @@ from pydantic import SecretStr
 
 from agentcompass.errors import InfraError, UserError
 from agentcompass.providers.remote import (
-    DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, OWNER_LABEL, SUSPECT_EXIT_CODES, RemoteSandbox, extract_renamed,
+    DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed,
     is_leftover, one_line, process_owner, upload_archive,
 )
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
@@ -240,8 +240,7 @@ class ModalSandbox(RemoteSandbox):
             code = 124
         else:
             code = self._wait(process)
-            if code == -1 or code in SUSPECT_EXIT_CODES:
-                self._raise_if_lost(settle_s=0.5)  # the sandbox died under the command: not the command's verdict
+            self._check_exit(code)  # a sandbox that died under the command: not the command's verdict
             # Modal's own exec timeout ended it first: wait() reports -1 for that.
             if timeout and code == -1:
                 timed_out, code = True, 124

@@ -31,6 +31,8 @@ DRAIN_AFTER_KILL_S = 5.0  # how long to wait for the stream to end once the comm
 # whether the sandbox still runs before anyone reads the exit code as the agent's or the tests' verdict.
 # 125-127: the runtime could not start it; 128+n: killed by signal n, up to SIGKILL (137).
 SUSPECT_EXIT_CODES = range(125, 138)
+NOT_FOUND_EXIT = 127  # an agent's everyday "command not found": checked once, never waited on
+SETTLE_S = 1.0  # an engine may record a command's death this long before its sandbox's
 OWNER_LABEL = "agentcompass.owner"  # who opened a sandbox: host/pid/process start/provider instance
 
 
@@ -51,9 +53,18 @@ class RemoteSandbox:
         """None while the sandbox runs; else what became of it. Provider-specific."""
         return None
 
+    def _check_exit(self, code: int, broken: bool = False) -> None:
+        """After a command whose stream broke or whose exit code is suspect (or -1): SandboxLost when
+        the sandbox no longer runs. A kill (137), a failed start (126), ... is re-checked for a moment,
+        as the engine may not have recorded the sandbox's death yet; a sandbox still running leaves
+        the exit code to the command's caller."""
+        if not (broken or code < 0 or code in SUSPECT_EXIT_CODES):
+            return
+        quick = not broken and (code < 0 or code == NOT_FOUND_EXIT)
+        self._raise_if_lost(0.0 if quick else SETTLE_S)
+
     def _raise_if_lost(self, settle_s: float = 0.0) -> None:
-        """SandboxLost when the sandbox no longer runs. An engine may record a command's death a
-        moment before its sandbox's, so a suspect exit is re-checked for `settle_s`."""
+        """SandboxLost when the sandbox no longer runs (checked again for `settle_s` while it still does)."""
         deadline = time.monotonic() + settle_s
         while True:
             lost = self._lost()

@@ -1,4 +1,4 @@
-"""Issue 17.8: a failed close never discards a graded result."""
+"""The trial's side of the sandbox: unique names (issue 17.11) and close errors that never discard a grade (17.8)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,17 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
+
+
+def test_sandbox_names_stay_unique_when_cut_or_cleaned():
+    from agentcompass.trial import sandbox_name
+
+    long_a, long_b = "r" * 119 + "a", "r" * 119 + "b"  # differ only past the 120-character cut
+    names = {sandbox_name(long_a, "task", 1), sandbox_name(long_b, "task", 1),
+             sandbox_name("run", "a/b", 1), sandbox_name("run", "a-b", 1)}
+    assert len(names) == 4
+    assert all(len(name) <= 120 and all(c.isalnum() or c in "_.-" for c in name) for name in names)
+    assert sandbox_name("run", "fix-median-bug", 2) == "ac-run-fix-median-bug-2"  # a plain name stays readable
 
 
 @pytest.mark.parametrize("max_retries", ["0", "2"])
