@@ -328,12 +328,14 @@ def slow_bench(base_image, tmp_path) -> Path:
     return config_dir
 
 
-def start_run(config_dir: Path, results: Path, run_name: str) -> subprocess.Popen[str]:
+def start_run(config_dir: Path, results: Path, run_name: str, wait: bool = True) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentcompass", "run", "slowbench", "oracle", "none", "--env", "docker",
          "--config-dir", str(config_dir), "--results-dir", str(results), "--run-name", run_name,
          "--task-concurrency", "4"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if not wait:
+        return proc
     deadline = time.monotonic() + 120
     while len(containers(f"run={run_name}")) < 4:
         assert proc.poll() is None, proc.communicate()
@@ -361,6 +363,29 @@ def test_cleanup_removes_what_a_killed_run_left(cli, slow_bench, tmp_path):
     cleaned = cli("cleanup", "--env", "docker", "--run-name", run_name)
     assert cleaned.returncode == 0, cleaned.stderr
     assert "removed 4" in cleaned.stdout
+    assert containers(f"run={run_name}") == []
+
+
+def test_sigkill_at_random_instants_then_cleanup_leaves_nothing(cli, slow_bench, tmp_path):
+    """Issue 8.6, docker: SIGKILLed at random instants (opening, building, running), each time resumed
+    under the same name (which replaces the dead process's containers), then cleaned up: nothing left."""
+    run_name = unique("sigkill-random")
+    for _ in range(3):
+        proc = start_run(slow_bench, tmp_path / "out", run_name, wait=False)
+        time.sleep(random.uniform(0.5, 4.0))
+        proc.kill()
+        proc.communicate()
+    # Resumed once more: every trial's container is now this process's, the dead ones' were replaced.
+    proc = start_run(slow_bench, tmp_path / "out", run_name, wait=False)
+    owners = ["docker", "ps", "--filter", f"label=run={run_name}", "--format", '{{.Label "agentcompass.owner"}}']
+    deadline = time.monotonic() + 120
+    while [o.split("/")[1] for o in subprocess.run(owners, capture_output=True, text=True).stdout.split()] != [str(proc.pid)] * 4:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    proc.kill()
+    proc.communicate()
+    cleaned = cli("cleanup", "--env", "docker", "--run-name", run_name)
+    assert cleaned.returncode == 0, cleaned.stderr
     assert containers(f"run={run_name}") == []
 
 
