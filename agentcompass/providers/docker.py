@@ -176,8 +176,9 @@ class DockerProvider:
             return  # removed meanwhile
         labels = info["Config"].get("Labels") or {}
         if not is_leftover(labels, info["State"].get("Status") == "running", spec.labels, self._owner):
-            raise InfraError(f"container name {spec.name} is held by a live container (owner {labels.get(OWNER_LABEL)}); "
-                             "is another run using this run name? end it, or remove its containers with "
+            raise InfraError(f"container name {spec.name} is held by a live container "
+                             f"(owner {labels.get(OWNER_LABEL)}); is another run using this run name? end it, or "
+                             "remove its containers with "
                              f"`agentcompass cleanup --env docker --run-name {spec.labels.get('run', 'NAME')}`")
         self.client.api.remove_container(spec.name, force=True, v=True)
 

@@ -146,8 +146,8 @@ class ModalProvider:
         block = s.block_network if s.block_network is not None else not spec.allow_internet
         lifetime = min(int(s.timeout_s or spec.lifetime_s or DEFAULT_LIFETIME_S), MAX_LIFETIME_S)
         name = modal_name(spec.name)
-        create = dict(app=app, name=name, tags={**spec.labels, OWNER_LABEL: self._owner}, image=image, env=dict(spec.env) or None,
-                      timeout=lifetime, idle_timeout=s.idle_timeout_s, workdir=spec.workdir,
+        create = dict(app=app, name=name, tags={**spec.labels, OWNER_LABEL: self._owner}, image=image,
+                      env=dict(spec.env) or None, timeout=lifetime, idle_timeout=s.idle_timeout_s, workdir=spec.workdir,
                       cpu=s.cpus or spec.cpus, memory=s.memory_mb or spec.memory_mb, region=s.region,
                       block_network=block, client=client)
         try:
