@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
+
+import structlog
 
 from agentcompass.errors import InfraError, TrialError
 from agentcompass.results import TrialResult, now_iso, write_atomic
@@ -18,6 +21,9 @@ if TYPE_CHECKING:
     from agentcompass.harnesses.base import Harness
     from agentcompass.sandbox import Provider, Sandbox
     from agentcompass.schema import ModelConfig
+
+log = structlog.get_logger("agentcompass")
+MAX_SANDBOX_NAME = 120  # docker allows more, but names stay readable in `docker ps`
 
 
 @dataclass
@@ -108,6 +114,7 @@ class TrialRunner:
             sandbox = TimedSandbox(self.provider.open(spec))
         self.sandboxes.add(sandbox)
         outcome = AgentOutcome()
+        graded = False
         try:
             with phase("stage"):
                 self.task_format.stage(task, sandbox, trial)
@@ -117,32 +124,34 @@ class TrialRunner:
             except TrialError as exc:
                 if exc.category == "infra":
                     raise
-                return self._result(task, attempt, started, t0, timings, outcome, exc)
+                return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
             # Verification runs whatever the agent's exit status, a timeout included.
             with phase("verify"):
                 grade = self.task_format.grade(task, sandbox, trial, outcome)
+            graded = True
+            details = sandbox_details(sandbox)  # before close: the sandbox's own account (docker: OOM kills)
         except TrialError as exc:
             if exc.category == "infra":
                 raise
-            return self._result(task, attempt, started, t0, timings, outcome, exc)
+            return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
         finally:
             with phase("close"):
                 self.sandboxes.discard(sandbox)
                 if self.keep_environment:
                     print(f"kept sandbox for {task.id} attempt {attempt}: {describe_kept(sandbox)}")
                 else:
-                    sandbox.close()
+                    close_after(sandbox, graded, task.id, attempt)
         timings["commands"] = round(sandbox.command_s, 4)
         result = self._result(task, attempt, started, t0, timings, outcome, None)
         result.status = "passed" if grade.passed else "failed"
         result.reward, result.rewards = grade.reward, grade.rewards
         result.message = grade.message
-        result.details = grade.details
+        result.details = {**grade.details, **details}
         return result
 
     def _result(
         self, task: Task, attempt: int, started: str, t0: float, timings: dict[str, float],
-        outcome: AgentOutcome, error: TrialError | None,
+        outcome: AgentOutcome, error: TrialError | None, details: dict[str, Any] | None = None,
     ) -> TrialResult:
         timings["total"] = round(time.monotonic() - t0, 4)
         return TrialResult(
@@ -156,6 +165,7 @@ class TrialRunner:
             usage=(error.usage if error is not None and error.usage is not None else outcome.usage),
             started_at=started,
             finished_at=now_iso(),
+            details=details or {},
         )
 
 
@@ -176,10 +186,35 @@ class TimedSandbox:
         return getattr(self.inner, name)
 
 
+def close_after(sandbox: "Sandbox", graded: bool, task_id: str, attempt: int) -> None:
+    """Close the sandbox. Once the trial is graded, a failed close is logged and the grade stands:
+    what the agent did is already judged, and a leftover sandbox is for `cleanup`, not a retry."""
+    try:
+        sandbox.close()
+    except Exception as exc:
+        if not graded:
+            raise
+        log.warning("closing the sandbox failed; the grade stands", task=task_id, attempt=attempt, error=str(exc))
+
+
+def sandbox_details(sandbox: "Sandbox") -> dict[str, Any]:
+    """What a provider records about its sandbox in the trial's details (docker: OOM kills); never raises."""
+    details = getattr(sandbox, "details", None)
+    try:
+        return dict(details()) if callable(details) else {}
+    except Exception:  # a detail is not worth a trial
+        return {}
+
+
 def sandbox_name(run_name: str, task_id: str, attempt: int) -> str:
-    """A name unique per trial and safe for container names: [a-zA-Z0-9_.-]."""
+    """A name unique per trial and safe for container names: [a-zA-Z0-9_.-], at most 120 characters.
+    A name that had to be cut or changed ends in a hash of the whole, so two trials never share one."""
     raw = f"ac-{run_name}-{task_id}-{attempt}"
-    return "".join(c if c.isalnum() or c in "_.-" else "-" for c in raw)[:120]
+    safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in raw)
+    if safe == raw and len(safe) <= MAX_SANDBOX_NAME:
+        return safe
+    digest = hashlib.sha256(raw.encode()).hexdigest()[:12]
+    return f"{safe[: MAX_SANDBOX_NAME - len(digest) - 1]}-{digest}"
 
 
 def describe_kept(sandbox: "Sandbox") -> str:
