@@ -124,6 +124,7 @@ class TrialRunner:
             except TrialError as exc:
                 if exc.category == "infra":
                     raise
+                graded = True  # an agent error is a verdict too: a failing close must not turn it into a retry
                 return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
             # Verification runs whatever the agent's exit status, a timeout included.
             with phase("verify"):
@@ -133,6 +134,7 @@ class TrialRunner:
         except TrialError as exc:
             if exc.category == "infra":
                 raise
+            graded = True  # a verifier error is a verdict too
             return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
         finally:
             with phase("close"):
