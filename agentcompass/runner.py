@@ -76,6 +76,9 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     if getattr(harness_cls, "needs_model", False) and resolved.model.name == "none":
         raise UserError(f"harness '{harness_cfg.name}' needs a model; pass a preset (agentcompass list models) or a provider/model string")
     harness = harness_cls(**resolved.settings_of(harness_cfg))
+    check_tasks = getattr(harness, "check_tasks", None)  # e.g. predictions: refuse a file for another benchmark
+    if check_tasks is not None:
+        check_tasks(tasks)
     return PreparedRun(resolved, task_format, tasks, provider, harness, run_dir_of(resolved))
 
 
@@ -86,7 +89,9 @@ def execute(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
     store = ResultsStore(run_dir)
     finished = store.finished()
     k = resolved.run.k
-    pending = [(t, a) for t in prepared.tasks for a in range(1, k + 1) if (t.id, a) not in finished]
+    attempts = getattr(prepared.harness, "attempts", None)  # e.g. predictions: only the instances the file has
+    pending = [(t, a) for t in prepared.tasks for a in range(1, k + 1)
+               if (t.id, a) not in finished and (attempts is None or attempts(t))]
     run_info = read_run_json(run_dir)
     run_info.update({
         "config": public_dict(resolved),
@@ -174,6 +179,8 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
         f"results: {run_dir}",
         f"tasks {summary['tasks']}  trials {summary['trials']}  passed {summary['passed']}  "
         f"failed {summary['failed']}  errors {summary['errors']}",
+        f"solved {summary['solved_tasks']}/{summary['tasks']} selected tasks"
+        + (f" ({summary['solved_tasks'] / summary['tasks']:.3f}; unattempted count as unsolved)" if summary["tasks"] else ""),
         f"pass@1 {summary['pass_at_1']:.3f}  "
         + (f"pass@{summary['k']} {summary['pass_at_k']:.3f}  " if summary["k"] > 1 else "")
         + f"tokens in/out {summary['tokens_in']}/{summary['tokens_out']}  cost {cost}"

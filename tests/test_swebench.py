@@ -210,9 +210,18 @@ def test_eval_bad_input_is_one_line_exit_2(cli, tmp_path):
     missing = cli("eval", "swebench_lite", "--predictions", str(tmp_path / "nope.jsonl"))
     assert missing.returncode == 2 and missing.stderr.startswith("error: cannot read predictions")
     (tmp_path / "p.jsonl").write_text(json.dumps({"instance_id": "nope__nope-1", "model_patch": ""}) + "\n")
-    unknown = cli("eval", "swebench_lite", "--predictions", str(tmp_path / "p.jsonl"),
+    (tmp_path / "local.yaml").write_text("benchmark:\n  runs_on_host: true\n")
+    unknown = cli("eval", "swebench_lite", "--predictions", str(tmp_path / "p.jsonl"), "--config", str(tmp_path / "local.yaml"),
                   "--results-dir", str(tmp_path / "res"), "--benchmark-params", json.dumps({"path": str(SAMPLE)}))
-    assert unknown.returncode == 2 and "unknown sample_ids: nope__nope-1" in unknown.stderr
+    assert unknown.returncode == 2 and "no prediction is for an instance of the benchmark's selection (e.g. nope__nope-1)" \
+        in unknown.stderr, unknown.stderr
+    same = cli("eval", "swebench_lite", "--predictions", str(tmp_path / "p.jsonl"), "--results-dir", str(tmp_path / "res"),
+               "--benchmark-params", json.dumps({"path": str(SAMPLE), "evaluation_mode": "same"}))
+    assert same.returncode == 2 and "evaluation_mode 'fresh'" in same.stderr and len(same.stderr.splitlines()) == 1
+    bad_mode = cli("run", "swebench_lite", "oracle", "none", "--config", str(tmp_path / "local.yaml"),
+                   "--results-dir", str(tmp_path / "res"),
+                   "--benchmark-params", json.dumps({"path": str(SAMPLE), "evaluation_mode": "reuse"}))
+    assert bad_mode.returncode == 2 and "evaluation_mode' must be one of fresh, same" in bad_mode.stderr, bad_mode.stderr
     assert not (tmp_path / "res").exists()
     no_flag = cli("eval", "swebench_lite")
     assert no_flag.returncode == 2 and "--predictions" in no_flag.stderr
