@@ -155,8 +155,8 @@ class TrialRunner:
 
     def _grade_fresh(self, task: Task, sandbox: "TimedSandbox", trial: TrialContext, outcome: AgentOutcome,
                      grading_spec: "SandboxSpec") -> "Grade":
-        """Collect the submission, close the agent's sandbox (nothing else in it counts), then stage
-        a new sandbox and grade the submission there."""
+        """Collect the submission (SWE-bench's patch, Harbor's artifacts), close the agent's sandbox
+        (nothing else in it counts), then stage a new sandbox and grade the submission there."""
         outcome = self.task_format.collect(task, sandbox, trial, outcome)
         if not self.keep_environment:
             self.sandboxes.discard(sandbox)
@@ -164,7 +164,7 @@ class TrialRunner:
         grader = TimedSandbox(self.provider.open(grading_spec))
         self.sandboxes.add(grader)
         try:
-            self.task_format.stage(task, grader, trial)
+            self.task_format.stage_grading(task, grader, trial)
             return self.task_format.grade(task, grader, trial, outcome)
         finally:
             sandbox.command_s += grader.command_s

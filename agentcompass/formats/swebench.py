@@ -185,6 +185,10 @@ class SwebenchFormat:
             return outcome
         return outcome.model_copy(update={"submission": self.extract_patch(task, sandbox)})
 
+    def stage_grading(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
+        """The grading sandbox starts as the agent's did; grade applies the submission."""
+        self.stage(task, sandbox, trial)
+
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade:
         """Mode fresh: `sandbox` holds the starting state only and the submission is applied here;
         mode same: `sandbox` is the agent's and its tree diff is graded where it is."""
