@@ -1,11 +1,13 @@
 """SWE-bench task format: one GitHub issue per task, graded by swebench's own eval script and log parsers.
 
 A trial's sandbox holds the repository at /testbed (the instance image, or a seeded checkout
-where no image is used). After the harness, the patch is the diff of /testbed against the
-commit it started from, new files included; the instance's eval script then applies the
-test patch and runs the tests in the same sandbox, and swebench's `get_eval_report` grades
-the log. Every run also writes predictions.jsonl, which the official harness and sb-cli accept.
-"""
+where no image is used). After the harness, the submission is the harness's own patch, else the
+diff of /testbed against the commit it started from, new files included. With evaluation_mode
+fresh (the default, as the official harness) the agent's sandbox is closed and the submission is
+applied in a new sandbox of the instance image; with `same` the tree is graded where the agent
+left it. The instance's eval script then applies the test patch and runs the tests, its output is
+fetched whole, and swebench's `get_eval_report` grades it. Every run also writes
+predictions.jsonl (the patches graded), which the official harness and sb-cli accept."""
 
 from __future__ import annotations
 
