@@ -69,8 +69,12 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     tasks = task_format.load()
     env = resolved.env
     provider = resolve("provider", env.impl or env.name)(**resolved.settings_of(env), keep=resolved.run.keep_environment)
+    grading_spec = getattr(task_format, "grading_spec", None)  # a fresh grading sandbox must be possible too
     for task in tasks:
-        provider.check(task.sandbox_spec(task.id, {}, None))
+        spec = task.sandbox_spec(task.id, {}, None)
+        for checked in (spec, grading_spec(task, spec) if grading_spec else None):
+            if checked is not None:
+                provider.check(checked)
     harness_cfg = resolved.harness
     harness_cls = resolve("harness", harness_name or harness_cfg.impl or harness_cfg.name)
     if getattr(harness_cls, "needs_model", False) and resolved.model.name == "none":

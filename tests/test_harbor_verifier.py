@@ -64,3 +64,16 @@ def test_environment_mode_follows_harbors_rules(tmp_path):
         load('environment_mode = "separate"\n', tests_dockerfile=False)
     with pytest.raises(UserError, match="shared or separate"):
         load('environment_mode = "elsewhere"\n')
+
+
+def test_separate_verifier_on_the_host_gets_the_tests_uploaded(cli, tmp_path):
+    """Where no image is built (a task run on the host), the separate sandbox gets /tests uploaded."""
+    dataset, conf = tmp_path / "tasks", tmp_path / "conf"
+    separate_task(dataset, "answer-separate", "unused", 'environment_mode = "separate"\n')
+    make_recipe(conf, "artifacts", dataset, runs_on_host=True)
+    done = cli("run", "artifacts", "oracle", "none", "--env", "local", "--config-dir", str(conf),
+               "--results-dir", str(tmp_path / "res"), "--run-name", "r", "--max-retries", "0")
+    assert done.returncode == 0, done.stderr
+    run_dir = tmp_path / "res" / "r" / "artifacts__oracle__none__local"
+    [row] = map(json.loads, (run_dir / "trials.jsonl").read_text().splitlines())
+    assert row["reward"] == 1.0 and row["details"]["environment_mode"] == "separate", row

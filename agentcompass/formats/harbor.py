@@ -177,7 +177,9 @@ class HarborFormat:
 
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade:
         mode = task.data["environment_mode"]
-        if mode == "shared":  # a separate verifier's image holds /tests itself, as in Harbor
+        # A separate verifier's image holds /tests itself, as in Harbor; where no image is built
+        # (a task run on the host) the tests are uploaded as in shared mode.
+        if mode == "shared" or not getattr(sandbox, "has_task_image", False):
             sandbox.upload(Path(task.data["dir"]) / "tests", "/tests")
         result = sandbox.exec(
             f"mkdir -p {VERIFIER_DIR} /logs/agent && bash /tests/test.sh",
