@@ -121,7 +121,7 @@ def execute(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
     title = f"{resolved.labels['benchmark']} · {resolved.labels['harness']} · {resolved.labels['model']} · {resolved.labels['env']}"
     with RunLog(run_dir / "log.jsonl"):
         log.info("run started", run_dir=str(run_dir), pending=len(pending), finished=len(done))
-        progress = Progress(len(task_ids) * k, done=len(done), passed=sum(r.status == "passed" for r in done),
+        progress = Progress(len(done) + len(pending), done=len(done), passed=sum(r.status == "passed" for r in done),
                             errors=sum(r.status == "error" for r in done), title=title)
         scheduler = Scheduler(runner, store, resolved.run.task_concurrency,
                               RetryPolicy(resolved.run.max_retries, resolved.run.retry_backoff_s), progress)

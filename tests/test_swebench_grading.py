@@ -187,7 +187,7 @@ def official_report(rows: Path, run_dir: Path, instance_id: str) -> dict:
 def assert_verdicts(rows: dict[str, dict], repo: CalcRepo) -> None:
     gold, empty, breaks, bad = (rows[IDS[k]] for k in ("gold", "empty", "breaks_p2p", "not_applying"))
     assert gold["status"] == "passed", gold["message"]
-    assert gold["details"]["resolved"] is True and gold["details"]["evaluation_mode"] == "fresh"
+    assert gold["details"]["resolved"] is True
     assert gold["details"]["FAIL_TO_PASS"] == {"success": [F2P], "failure": []}
     assert gold["details"]["PASS_TO_PASS"] == {"success": [P2P], "failure": []}
     assert empty["status"] == "failed" and empty["message"].startswith("empty patch"), empty
@@ -199,6 +199,7 @@ def assert_verdicts(rows: dict[str, dict], repo: CalcRepo) -> None:
     for kind, patch in repo.patches.items():
         if IDS[kind] in rows:
             assert rows[IDS[kind]]["details"]["patch"] == patch, kind
+    assert gold["details"]["evaluation_mode"] == "fresh"
 
 
 def assert_verdicts_match_swebench(rows_path: Path, run_dir: Path, rows: dict[str, dict]) -> None:
@@ -399,13 +400,12 @@ def test_fresh_grading_ignores_what_the_patch_does_not_carry(cli, calc_repo, cal
         params = {"path": str(rows), "sample_ids": [AGENT_ID], "evaluation_mode": mode}
         row, run_dir = agent_run(cli, tmp_path, rows, commands, mode, "--env", "docker", "--config", str(overlay),
                                  "--benchmark-params", json.dumps(params))
-        assert row["details"]["evaluation_mode"] == mode
         patch = (run_dir / "tasks" / AGENT_ID / "attempt-1" / "patch.diff").read_text()
         assert "from build.fastmul import mul" in patch and "build/fastmul.py" not in patch
         assert official_report(rows, run_dir, AGENT_ID)["resolved"] == (row["status"] == "passed")
         log = (run_dir / "tasks" / AGENT_ID / "attempt-1" / "eval.log").read_text()
-        verdicts[mode] = (row["status"], f"memory limit: {512 * 1024 * 1024}" in log)
-    assert verdicts == {"fresh": ("failed", False), "same": ("passed", True)}
+        verdicts[mode] = (row["status"], f"memory limit: {512 * 1024 * 1024}" in log, row["details"].get("evaluation_mode"))
+    assert verdicts == {"fresh": ("failed", False, "fresh"), "same": ("passed", True, "same")}
 
 
 def test_the_harness_submission_is_graded_not_the_tree(cli, calc_repo, tmp_path):
