@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from agentcompass.formats.base import TaskFormat
     from agentcompass.harnesses.base import Harness
     from agentcompass.sandbox import Provider, Sandbox, SandboxSpec
-    from agentcompass.task import Grade
     from agentcompass.schema import ModelConfig
+    from agentcompass.task import Grade
 
 
 @dataclass
