@@ -75,13 +75,20 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     tasks = task_format.load()
     env = resolved.env
     provider = resolve("provider", env.impl or env.name)(**resolved.settings_of(env), keep=resolved.run.keep_environment)
+    grading_spec = getattr(task_format, "grading_spec", None)  # a fresh grading sandbox must be possible too
     for task in tasks:
-        provider.check(task.sandbox_spec(task.id, {}, None))
+        spec = task.sandbox_spec(task.id, {}, None)
+        for checked in (spec, grading_spec(task, spec) if grading_spec else None):
+            if checked is not None:
+                provider.check(checked)
     harness_cfg = resolved.harness
     harness_cls = resolve("harness", harness_name or harness_cfg.impl or harness_cfg.name)
     if getattr(harness_cls, "needs_model", False) and resolved.model.name == "none":
         raise UserError(f"harness '{harness_cfg.name}' needs a model; pass a preset (agentcompass list models) or a provider/model string")
     harness = harness_cls(**resolved.settings_of(harness_cfg))
+    check_tasks = getattr(harness, "check_tasks", None)  # e.g. predictions: refuse a file for another benchmark
+    if check_tasks is not None:
+        check_tasks(tasks)
     prints = fingerprint(resolved, provider, [t.id for t in tasks])
     return PreparedRun(resolved, task_format, tasks, provider, harness, resume_target(resolved, prints), prints)
 
@@ -127,6 +134,9 @@ def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
     finished = store.finished(warn=True)
     k = resolved.run.k
     wanted = [(t, a) for t in prepared.tasks for a in range(1, k + 1)]
+    attempts = getattr(prepared.harness, "attempts", None)  # e.g. predictions: only the instances the file has
+    if attempts is not None:
+        wanted = [(t, a) for t, a in wanted if attempts(t)]
     pending = [(t, a) for t, a in wanted if should_run(finished.get((t.id, a)), resolved.run.retry_errors)]
     pending_keys = {(t.id, a) for t, a in pending}
     done = [finished[(t.id, a)] for t, a in wanted if (t.id, a) in finished and (t.id, a) not in pending_keys]
@@ -169,7 +179,7 @@ def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
     title = f"{resolved.labels['benchmark']} · {resolved.labels['harness']} · {resolved.labels['model']} · {resolved.labels['env']}"
     with RunLog(run_dir / "log.jsonl"):
         log.info("run started", run_dir=str(run_dir), pending=len(pending), finished=len(done))
-        progress = Progress(len(task_ids) * k, done=len(done), passed=sum(r.status == "passed" for r in done),
+        progress = Progress(len(done) + len(pending), done=len(done), passed=sum(r.status == "passed" for r in done),
                             errors=sum(r.status == "error" for r in done), title=title)
         scheduler = Scheduler(runner, store, resolved.run.task_concurrency,
                               RetryPolicy(resolved.run.max_retries, resolved.run.retry_backoff_s), progress)
@@ -263,7 +273,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
         f"tasks {summary['tasks']}" + (f" ({unattempted} unattempted)" if unattempted else "")
         + f"  trials {summary['trials']}/{summary['trials_expected']}  passed {summary['passed']}  "
         f"failed {summary['failed']}  errors {summary['errors']}",
-        f"solved {summary['solved_tasks']}/{summary['tasks']}  "
+        f"solved {summary['solved_tasks']}/{summary['tasks']} selected tasks ({rate(summary['solved_rate'])})  "
         f"pass@1 {rate(summary['pass_at_1'])} over {summary['pass_at_1_tasks']} tasks  "
         + (f"pass@{k} {rate(summary['pass_at_k'])} over {summary['pass_at_k_tasks']} tasks  " if k > 1 else "")
         + f"tokens in/out {summary['tokens_in']}/{summary['tokens_out']}  cost {cost}"

@@ -19,8 +19,9 @@ from agentcompass.task import AgentOutcome, Task
 if TYPE_CHECKING:
     from agentcompass.formats.base import TaskFormat
     from agentcompass.harnesses.base import Harness
-    from agentcompass.sandbox import Provider, Sandbox
+    from agentcompass.sandbox import Provider, Sandbox, SandboxSpec
     from agentcompass.schema import ModelConfig
+    from agentcompass.task import Grade
 
 log = structlog.get_logger("agentcompass")
 MAX_SANDBOX_NAME = 120  # docker allows more, but names stay readable in `docker ps`
@@ -110,6 +111,9 @@ class TrialRunner:
 
         labels = {"agentcompass": "1", "run": self.run_name, "trial": f"{task.id}.{attempt}"}
         spec = task.sandbox_spec(sandbox_name(self.run_name, task.id, attempt), labels, trial_dir)
+        grading_spec = self._grading_spec(task, spec)
+        if grading_spec is not None and getattr(self.harness, "submits_only", False):
+            spec, grading_spec = grading_spec, None  # no agent works in it: the one sandbox is the fresh one
         with phase("open"):
             sandbox = TimedSandbox(self.provider.open(spec))
         self.sandboxes.add(sandbox)
@@ -128,9 +132,13 @@ class TrialRunner:
                 return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
             # Verification runs whatever the agent's exit status, a timeout included.
             with phase("verify"):
-                grade = self.task_format.grade(task, sandbox, trial, outcome)
+                if grading_spec is None:
+                    grade = self.task_format.grade(task, sandbox, trial, outcome)
+                    details = sandbox_details(sandbox)  # before close: the sandbox's own account (docker: OOM kills)
+                else:
+                    details = sandbox_details(sandbox)  # the agent's sandbox, before fresh grading closes it
+                    grade = self._grade_fresh(task, sandbox, trial, outcome, grading_spec)
             graded = True
-            details = sandbox_details(sandbox)  # before close: the sandbox's own account (docker: OOM kills)
         except TrialError as exc:
             if exc.category == "infra":
                 raise
@@ -150,6 +158,35 @@ class TrialRunner:
         result.message = grade.message
         result.details = {**grade.details, **details}
         return result
+
+    # -- fresh grading: the format grades the agent's submission in a new sandbox ----------
+    def _grading_spec(self, task: Task, spec: "SandboxSpec") -> "SandboxSpec | None":
+        """The format's sandbox for grading (evaluation mode fresh), or None to grade where the agent worked."""
+        grading_spec = getattr(self.task_format, "grading_spec", None)
+        return grading_spec(task, spec) if grading_spec is not None else None
+
+    def _grade_fresh(self, task: Task, sandbox: "TimedSandbox", trial: TrialContext, outcome: AgentOutcome,
+                     grading_spec: "SandboxSpec") -> "Grade":
+        """Collect the submission (SWE-bench's patch, Harbor's artifacts), close the agent's sandbox
+        (nothing else in it counts), then stage a new sandbox and grade the submission there."""
+        outcome = self.task_format.collect(task, sandbox, trial, outcome)
+        if not self.keep_environment:
+            try:
+                sandbox.close()  # run's finally closes it again and reports a failure
+            except Exception:
+                pass
+        grader = TimedSandbox(self.provider.open(grading_spec))
+        self.sandboxes.add(grader)
+        try:
+            self.task_format.stage_grading(task, grader, trial)
+            return self.task_format.grade(task, grader, trial, outcome)
+        finally:
+            sandbox.command_s += grader.command_s
+            self.sandboxes.discard(grader)
+            if self.keep_environment:
+                print(f"kept grading sandbox for {task.id} attempt {trial.attempt}: {describe_kept(grader)}")
+            else:
+                grader.close()
 
     def _result(
         self, task: Task, attempt: int, started: str, t0: float, timings: dict[str, float],

@@ -1,8 +1,9 @@
 """`agentcompass eval BENCHMARK --predictions FILE`: grade existing patches without running an agent.
 
-It is an ordinary run of the `predictions` harness over the instances in the file, so the
+It is an ordinary run of the `predictions` harness over the benchmark's selection, so the
 results land in the usual layout (<results>/<run>/<benchmark>__predictions__<model>__<env>/),
-with the model label taken from the file's model_name_or_path.
+with the model label taken from the file's model_name_or_path. Only instances with a prediction
+are run; the summary's rate is over the whole selection, as the official run report's is.
 """
 
 from __future__ import annotations
@@ -51,7 +52,12 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     if not predictions:
         raise UserError(f"{args.predictions} holds no predictions")
     params = parse_json_object("benchmark_params", args.benchmark_params) if args.benchmark_params else {}
-    params["sample_ids"] = selected_ids(list(predictions), params.get("sample_ids"))
+    if params.get("evaluation_mode", "fresh") != "fresh":
+        raise UserError("eval grades each prediction as the official harness does (evaluation_mode 'fresh'); "
+                        "drop evaluation_mode from --benchmark-params")
+    # The tasks are the dataset's selection (sample_ids, filter, limit), as the official run report's
+    # total: an instance without a prediction is not run and counts as unresolved.
+    params["evaluation_mode"] = "fresh"
     args.benchmark_params = json.dumps(params)
     for flag in UNUSED_RUN_FLAGS:
         setattr(args, flag, None)
@@ -84,16 +90,3 @@ def check_grades_patches(benchmark: str, config_dirs: list[Path]) -> None:
         raise UserError(f"'{benchmark}' is not a SWE-bench recipe (format '{recipe_format(benchmark, roots)}'): eval grades "
                         f"SWE-bench predictions; pick one of {', '.join(usable)}")
 
-
-def selected_ids(in_file: list[str], requested: Any) -> list[str]:
-    """The file's instances, narrowed to --benchmark-params sample_ids when given."""
-    from agentcompass.errors import UserError
-
-    if not requested:
-        return in_file
-    requested = [requested] if isinstance(requested, str) else list(requested)
-    ids = [i for i in requested if i in set(in_file)]
-    if not ids:
-        raise UserError("none of the requested sample_ids has a prediction in the file; "
-                        "drop sample_ids or pick instances the file has")
-    return ids

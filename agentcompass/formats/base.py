@@ -45,6 +45,11 @@ class TaskFormat(Protocol):
 
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade: ...
 
+    # Optional, for grading in a new sandbox (SWE-bench's evaluation_mode fresh, Harbor's separate verifier):
+    # grading_spec(task, spec) -> SandboxSpec | None   the grading sandbox, None to grade where the agent worked
+    # collect(task, sandbox, trial, outcome) -> AgentOutcome   in the agent's sandbox before it closes
+    # stage_grading(task, sandbox, trial) -> None       put the starting state and the submission's inputs in place
+
 
 def select_tasks(tasks: list[Task], params: dict[str, Any]) -> list[Task]:
     """Apply the recipe's selection params: sample_ids, filter (regex), shuffle with seed, limit."""
