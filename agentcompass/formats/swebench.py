@@ -62,6 +62,7 @@ class SwebenchParams(SelectionParams):
     split: str | None = None  # default source.split
     repos_dir: str | None = None  # <repos_dir>/<instance_id>: a checkout staged at /testbed where no image is used
     patch_exclude: list[str] = []  # git pathspec globs (relative to /testbed) left out of the patch
+    evaluation_mode: str = "fresh"  # fresh: the submission alone in a new sandbox; same: the agent's
 
 
 class SwebenchFormat:
