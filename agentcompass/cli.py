@@ -81,6 +81,8 @@ def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = T
         parser.add_argument("--max-retries", type=non_negative_int, metavar="N", help="infra retries (default 2)")
         parser.add_argument("--results-dir", metavar="DIR", help="default results/")
         parser.add_argument("--run-name", metavar="NAME", help="default a timestamp; reuse a name to resume")
+        parser.add_argument("--no-model-check", dest="model_check", action="store_false", default=None,
+                            help="skip the 1-token model request sent before the first trial (for per-call billing)")
         parser.add_argument("-m", "--multirun", action="store_true", help="sweep comma-separated values (Hydra multirun)")
 
 
@@ -151,7 +153,7 @@ def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str
     if args.model_base_url:
         overrides.append(f"++model.base_url={hydra_value(args.model_base_url)}")
     run_flags = {"task_concurrency": "run.task_concurrency", "k": "run.k", "max_retries": "run.max_retries",
-                 "results_dir": "run.results_dir", "run_name": "run.run_name"}
+                 "results_dir": "run.results_dir", "run_name": "run.run_name", "model_check": "run.model_check"}
     for flag, key in run_flags.items():
         value = getattr(args, flag, None)
         if value is not None:

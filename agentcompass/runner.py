@@ -76,6 +76,10 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     if getattr(harness_cls, "needs_model", False) and resolved.model.name == "none":
         raise UserError(f"harness '{harness_cfg.name}' needs a model; pass a preset (agentcompass list models) or a provider/model string")
     harness = harness_cls(**resolved.settings_of(harness_cfg))
+    if getattr(harness_cls, "needs_model", False):
+        from agentcompass.models import check_model
+
+        check_model(resolved.model, request=resolved.run.model_check)
     return PreparedRun(resolved, task_format, tasks, provider, harness, run_dir_of(resolved))
 
 

@@ -58,6 +58,8 @@ class ModelConfig(Strict):
     reasoning: str | None = None  # a tier name: a key of reasoning_map, else sent as reasoning_effort
     reasoning_map: dict[str, dict[str, Any]] = Field(default_factory=dict)  # tier -> request fields
     pricing: Pricing | None = None
+    connect_timeout_s: float = Field(10.0, gt=0)  # a call that cannot connect within this fails (then retried)
+    request_timeout_s: float = Field(600.0, gt=0)  # a whole request, generation included (litellm's default)
 
     @field_validator("name", "base_url")
     @classmethod
@@ -105,6 +107,7 @@ class RunConfig(Strict):
     results_dir: str = "results"
     run_name: str | None = None
     keep_environment: bool = False
+    model_check: bool = True  # one 1-token request before the first trial (--no-model-check skips it)
 
 
 class ResolvedConfig(Strict):

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
+from dead_endpoints import refusing_endpoint, silent_endpoint, unconnectable_endpoint
 from fake_llm_server import FakeLLM, FakeLLMServer
 
 TASK = "fix-median-bug"
@@ -84,6 +90,8 @@ def test_solves_the_demo_task_by_running_the_scripted_commands(solved):
     assert trial["status"] == "passed", trial
     assert trial["agent_exit_status"] == "submitted"
     assert [r.status for r in llm.requests] == [200, 200, 200]
+    [check] = llm.checks  # the preflight: one 1-token request before the trial
+    assert check.body["max_tokens"] == 1 and check.authorization == f"Bearer {API_KEY}"
     # The second request carries what the first command really printed in the sandbox.
     observation = json.dumps(llm.requests[1].body["messages"][-1])
     assert "FAILED" in observation and "Ran 7 tests" in observation
@@ -131,6 +139,7 @@ def test_a_sweep_over_tiers_sends_each_tiers_fields_and_writes_sweep_json(tmp_pa
     # Hydra runs the jobs in order, each a 3-step conversation.
     bodies = [r.body for r in llm.successes]
     assert len(bodies) == 9
+    assert len(llm.checks) == 1  # one endpoint and key: checked once for the whole sweep
     by_tier = {"none": bodies[0:3], "high": bodies[3:6], "max": bodies[6:9]}
     assert all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in by_tier["none"])
     assert all(b["chat_template_kwargs"] == {"reasoning_effort": "high"} for b in by_tier["high"])
@@ -162,7 +171,7 @@ def test_a_rejected_key_fails_the_trial_as_an_agent_error_without_retries(tmp_pa
     wrong = "sk-wrong-5f4dcc3b5aa765d61d83"
     # A completed run (exit 0): the summary reports the error.
     proc = run_demo(llm, tmp_path, "openai_compatible", "model.name=fake-coder-1", "--model-api-key", wrong,
-                    "--max-retries", "2")
+                    "--max-retries", "2", "--no-model-check")
     [trial] = read_trials(run_dir(tmp_path / "results"))
     assert trial["status"] == "error" and trial["error_category"] == "agent", trial
     assert trial["retries"] == 0
@@ -233,3 +242,133 @@ def test_the_wall_time_limit_cuts_a_long_command_and_ends_the_run(tmp_path):
     assert trial["agent_exit_status"] == "timeout" and trial["status"] == "failed", trial
     assert trial["timings"]["agent"] < 20
     assert "timed out" in (directory / "tasks" / TASK / "attempt-1" / "agent.log").read_text()
+
+
+# -- outages: Ctrl-C while a model call is in flight, the preflight, bounded connects (issue 15) ---------
+
+
+def start_demo(tmp: Path, base_url: str, run_name: str, *args: str) -> tuple[subprocess.Popen, Path, Path]:
+    """`agentcompass run demo mini_swe_agent ...` in the background; returns it and its stderr file."""
+    stderr = tmp / "stderr.txt"
+    env = {**os.environ, **isolated_env(tmp), "PYTHONFAULTHANDLER": "1"}
+    env.pop("AGENTCOMPASS_DEBUG", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentcompass", "run", "demo", "mini_swe_agent", "openai_compatible",
+         "model.name=fake-coder-1", "--model-base-url", base_url, "--benchmark-params", ONLY_TASK,
+         "--results-dir", str(tmp / "results"), "--run-name", run_name, *args],
+        cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=open(stderr, "w"))
+    return proc, stderr, tmp / "results" / run_name
+
+
+def wait_for(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def interrupt_and_check(proc: subprocess.Popen, stderr: Path, run_name: str) -> None:
+    """SIGINT ends the run within seconds, exit 130, no retries after it and no process left."""
+    proc.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack goes to stderr
+        proc.wait()
+        pytest.fail(f"the run ignored SIGINT for 20 s: {stderr.read_text()[-6000:]}")
+    elapsed = time.monotonic() - start
+    text = stderr.read_text()
+    assert proc.returncode == 130, text[-2000:]
+    assert elapsed < 15, f"took {elapsed:.1f}s to stop"
+    assert "Traceback" not in text
+    time.sleep(1.0)
+    assert "Retrying" not in text[text.find("interrupted"):], text[-2000:]
+    assert run_name not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize("endpoint", ["silent", "refusing"])
+def test_ctrl_c_while_a_model_call_is_in_flight_ends_the_run(tmp_path, endpoint):
+    run_name = f"ctrlc-{endpoint}-{os.getpid()}"
+    with silent_endpoint() as (silent_url, accepted):
+        base_url = silent_url if endpoint == "silent" else refusing_endpoint()
+        proc, stderr, root = start_demo(tmp_path, base_url, run_name, "--no-model-check")
+        try:
+            if endpoint == "silent":
+                wait_for(lambda: accepted, 60, "the model call")
+            else:  # refused calls: mini-swe-agent sleeps between its retries
+                wait_for(lambda: any(root.glob("*/tasks/*/attempt-1")), 60, "the trial")
+                time.sleep(6)
+            interrupt_and_check(proc, stderr, run_name)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def test_ctrl_c_during_the_model_preflight_ends_the_run(tmp_path):
+    run_name = f"ctrlc-preflight-{os.getpid()}"
+    with silent_endpoint() as (base_url, accepted):
+        proc, stderr, root = start_demo(tmp_path, base_url, run_name)
+        try:
+            wait_for(lambda: accepted, 60, "the preflight request")
+            interrupt_and_check(proc, stderr, run_name)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert not root.exists()  # the preflight comes before anything is written
+
+
+def run_failing_preflight(cli, tmp: Path, *args: str, seconds: float):
+    """A run whose model preflight must fail: exit 2, one line, nothing written, within `seconds`."""
+    start = time.monotonic()
+    proc = cli("run", "demo", "mini_swe_agent", *args, "--benchmark-params", ONLY_TASK,
+               "--results-dir", str(tmp / "r"), cwd=tmp, env=isolated_env(tmp))
+    assert time.monotonic() - start < seconds
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp / "r").exists()
+    return proc.stderr
+
+
+def test_the_preflight_reports_a_missing_key_without_a_request(cli, tmp_path):
+    stderr = run_failing_preflight(cli, tmp_path, "gpt-5-mini", seconds=60)
+    assert "no API key for model 'openai/gpt-5-mini'" in stderr and "OPENAI_API_KEY" in stderr
+
+
+def test_the_preflight_reports_a_rejected_key(cli, tmp_path):
+    llm = FakeLLM(FIX_COMMANDS, api_key="the-right-key")
+    wrong = "sk-wrong-8f14e45fceea167a5a36"
+    with FakeLLMServer(llm) as server:
+        stderr = run_failing_preflight(cli, tmp_path, "openai_compatible", "model.name=fake-coder-1", "--model-base-url",
+                                       server.base_url, "--model-api-key", wrong, seconds=60)
+    assert "rejected the API key" in stderr and "--model-api-key" in stderr and wrong not in stderr
+    assert [c.status for c in llm.checks] == [401] and llm.requests == []
+
+
+def test_the_preflight_reports_an_endpoint_that_refuses_connections(cli, tmp_path):
+    stderr = run_failing_preflight(cli, tmp_path, "openai_compatible", "model.name=fake-coder-1",
+                                   "--model-base-url", refusing_endpoint(), seconds=60)
+    assert "cannot reach the model endpoint" in stderr and "--no-model-check" in stderr
+
+
+def test_the_preflight_gives_up_on_an_unconnectable_endpoint_after_the_connect_timeout(cli, tmp_path):
+    with unconnectable_endpoint() as base_url:
+        stderr = run_failing_preflight(cli, tmp_path, "openai_compatible", "model.name=fake-coder-1",
+                                       "model.connect_timeout_s=1", "--model-base-url", base_url, seconds=45)
+    assert "did not answer" in stderr and "1 s to connect" in stderr
+
+
+def test_a_model_call_that_cannot_connect_fails_as_infra_within_the_connect_timeout(tmp_path):
+    with unconnectable_endpoint() as base_url:
+        start = time.monotonic()
+        proc = run_cli("run", "demo", "mini_swe_agent", "openai_compatible", "model.name=fake-coder-1",
+                       "model.connect_timeout_s=1", "--model-base-url", base_url, "--no-model-check",
+                       "--max-retries", "0", "--benchmark-params", ONLY_TASK, "--results-dir", str(tmp_path / "results"),
+                       "--run-name", "test", cwd=tmp_path, env={**isolated_env(tmp_path), "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1"})
+        elapsed = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr
+    [trial] = read_trials(run_dir(tmp_path / "results"))
+    assert trial["status"] == "error" and trial["error_category"] == "infra", trial
+    assert "Timeout" in trial["message"]
+    # Unbounded, one call waits for the kernel's connect timeout (minutes), three times over.
+    assert elapsed < 90

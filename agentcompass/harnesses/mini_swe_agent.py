@@ -22,7 +22,7 @@ from pydantic import Field
 
 from agentcompass.errors import AgentError, InfraError, TrialError, UserError
 from agentcompass.formats.sources import cache_root
-from agentcompass.models import Meter, completion_kwargs, import_litellm, key_env_name
+from agentcompass.models import Meter, completion_kwargs, import_litellm, key_hint, request_timeout
 from agentcompass.schema import Strict
 from agentcompass.task import AgentOutcome, Task
 
@@ -74,15 +74,28 @@ def scrub(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
 
+class ModelCallAbandoned(InfraError):
+    """The run is stopping: the model call in flight is abandoned and not retried."""
+
+
 class MeteredModel:
-    """Mixed into a mini-swe-agent litellm model class: times requests and prices replies our way."""
+    """Mixed into a mini-swe-agent litellm model class: times requests, prices replies our way,
+    bounds each request (connect and total timeouts) and stops retrying once the run stops."""
 
     meter: Meter
+    stopping: threading.Event
+    timeout: Any  # litellm's `timeout` (agentcompass.models.request_timeout)
 
     def _query(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+        if self.stopping.is_set():
+            raise ModelCallAbandoned("interrupted")
         start = time.monotonic()
         try:
-            return super()._query(messages, **kwargs)  # type: ignore[misc]
+            return super()._query(messages, **{"timeout": self.timeout, **kwargs})  # type: ignore[misc]
+        except Exception as exc:
+            if self.stopping.is_set():  # a failure after Ctrl-C: no "Retrying in 60 seconds"
+                raise ModelCallAbandoned("interrupted") from exc
+            raise
         finally:
             self.meter.waited(time.monotonic() - start)
 
@@ -110,7 +123,31 @@ class TrialSavingAgent:
 
 @cache
 def trial_model_class(base: type) -> type:
-    return type(f"Metered{base.__name__}", (MeteredModel, base), {})
+    # mini-swe-agent's retry loop gives up at once on these; ours joins them.
+    aborts = [*getattr(base, "abort_exceptions", []), ModelCallAbandoned]
+    return type(f"Metered{base.__name__}", (MeteredModel, base), {"abort_exceptions": aborts})
+
+
+def run_abandonably(work: Callable[[], Any], stopping: threading.Event) -> Any:
+    """`work()` in a daemon thread, so that on Ctrl-C the trial returns at once: a model call in
+    flight, or mini-swe-agent's sleep between retries, cannot hold the run (the thread dies with it)."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # handed to the trial's thread, which raises it
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="mini-swe-agent", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        if stopping.wait(0.2):
+            raise ModelCallAbandoned("interrupted")
+        thread.join(0.05)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 @cache
@@ -190,6 +227,12 @@ class MiniSweAgentHarness:
         if model_class not in LITELLM_MODEL_CLASSES:
             raise UserError(f"mini_swe_agent prompt_config '{self.settings.prompt_config}' asks for model_class "
                             f"'{model_class}'; supported: {', '.join(LITELLM_MODEL_CLASSES)}")
+        # Imported here, in the main thread, not in a trial: a slow import there would hold up Ctrl-C.
+        import_litellm()  # before minisweagent's model module imports it: the offline price-map setting holds
+        from minisweagent.models import get_model_class
+
+        self.model_base = get_model_class("", model_class)
+        trial_agent_class()
 
     def run(
         self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
@@ -200,6 +243,7 @@ class MiniSweAgentHarness:
         meter = Meter(model)
         wall_s = self.settings.wall_time_limit_s or task.agent_timeout_s or 0
         lm = self._model(meter, kwargs)
+        lm.stopping, lm.timeout = trial.stopping, request_timeout(model)
         env = self._environment(task, sandbox, trial, secret, wall_s)
         agent_cfg = {**self.prompt["agent"], "step_limit": self.settings.step_limit,
                      "cost_limit": self.settings.cost_limit, "wall_time_limit_seconds": int(wall_s), "output_path": None}
@@ -207,7 +251,7 @@ class MiniSweAgentHarness:
         agent.write_trajectory = lambda data: trial.write(
             "trajectory.json", scrub(json.dumps(data, indent=2, default=str), secret))
         try:
-            info = agent.run(task.instruction)
+            info = run_abandonably(lambda: agent.run(task.instruction), trial.stopping)
         except TrialError as exc:
             exc.usage = meter.usage
             raise
@@ -225,16 +269,12 @@ class MiniSweAgentHarness:
 
     def _model(self, meter: Meter, kwargs: dict[str, Any]) -> Any:
         """The prompt config's litellm model class, metered, with our endpoint, key and tier fields."""
-        import_litellm()  # before minisweagent's model module imports it: the offline price-map setting holds
-        from minisweagent.models import get_model_class
-
         model_cfg = {k: v for k, v in (self.prompt.get("model") or {}).items() if k not in ("model_class", "model_name")}
-        base = get_model_class(meter.name, (self.prompt.get("model") or {}).get("model_class") or "litellm")
         model_cfg["model_kwargs"] = {**(model_cfg.get("model_kwargs") or {}), **kwargs}
         model_cfg["cost_tracking"] = "ignore_errors"  # pricing is ours (Meter): an unpriced model is no error
         if meter.name.startswith("anthropic/"):
             model_cfg.setdefault("set_cache_control", "default_end")  # as mini-swe-agent's get_model does
-        lm = trial_model_class(base)(model_name=meter.name, **model_cfg)
+        lm = trial_model_class(self.model_base)(model_name=meter.name, **model_cfg)
         lm.meter = meter
         return lm
 
@@ -258,12 +298,8 @@ def classify(exc: Exception, model: "ModelConfig", secret: str | None) -> TrialE
     detail = scrub(" ".join(str(getattr(exc, "message", None) or exc).replace(MINI_KEY_HINT, "").split()), secret)[:500]
     where = f" at {model.base_url}" if model.base_url else ""
     if isinstance(exc, errors.AuthenticationError):
-        env_name = key_env_name(model)
-        return AgentError(
-            f"the model endpoint{where} rejected the API key (HTTP 401) for '{model.name}': {detail}; "
-            f"pass --model-api-key, set model.api_key in a private --config"
-            + (f", or set {env_name}" if env_name else "")
-        )
+        return AgentError(f"the model endpoint{where} rejected the API key (HTTP 401) for '{model.name}': {detail}; "
+                          f"{key_hint(model)}")
     outage = (errors.APIConnectionError, errors.Timeout, errors.RateLimitError, errors.ServiceUnavailableError,
               errors.InternalServerError, errors.BadGatewayError)
     if isinstance(exc, outage):
