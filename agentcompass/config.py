@@ -204,6 +204,7 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
     if files["benchmark"] is not None and not bench.get("base_dir"):
         bench["base_dir"] = str(files["benchmark"].parent)
     data["benchmark"] = bench
+    data["harness"] = with_recipe_defaults(data["harness"], bench, user_set_keys(cfg, overlays))
 
     resolved = ResolvedConfig(
         benchmark=validate(Recipe, bench, "benchmark", files["benchmark"]),
@@ -220,10 +221,29 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
         "benchmark": choices.get(GROUPS["benchmark"][1], resolved.benchmark.name),
         "harness": choices.get(GROUPS["harness"][1], resolved.harness.name),
         "model": model_label,
+        "model_name": resolved.model.name,  # e.g. predictions' model_name_or_path, as mini-swe-agent writes it
         "env": choices.get(GROUPS["env"][1], resolved.env.name),
         "suffix": suffix,
     }
     return resolved
+
+
+def user_set_keys(cfg: "DictConfig", overlays: list[Any]) -> set[str]:
+    """Dotted keys the user set: command-line overrides (flags included) and --config files."""
+    overrides = list(cfg.hydra.overrides.task) if "hydra" in cfg else []
+    keys = {o.partition("=")[0].lstrip("+~") for o in overrides}
+    for overlay in overlays:
+        keys |= {f"harness.{k}" for k in (overlay.get("harness") or {})}
+    return keys
+
+
+def with_recipe_defaults(harness: dict[str, Any], recipe: dict[str, Any], user_set: set[str]) -> dict[str, Any]:
+    """A recipe's `harness_defaults` for the selected harness: over the harness's own YAML, under
+    anything the user set (e.g. SWE-bench recipes pick mini_swe_agent's `swebench` prompt config)."""
+    defaults = (recipe.get("harness_defaults") or {}).get(harness.get("name")) or {}
+    chosen = {k: v for k, v in defaults.items()
+              if not any(key == f"harness.{k}" or key.startswith(f"harness.{k}.") for key in user_set)}
+    return deep_merge(harness, chosen)
 
 
 def validate(schema: type[BaseModel], data: dict[str, Any], key: str, path: Path | None) -> Any:

@@ -191,6 +191,16 @@ class Meter:
         self._unbilled_s = 0.0  # waiting time not yet charged at an hourly rate
         self._lock = threading.Lock()
 
+    @property
+    def hourly(self) -> bool:
+        """Billed by the hour of the endpoint, not per token."""
+        return self.model.pricing is not None and self.model.pricing.hourly_usd is not None
+
+    def failed(self) -> None:
+        """A request that got no usable reply (retried, or the trial's end): kept count of, never lost."""
+        with self._lock:
+            self.usage.model_errors += 1
+
     def waited(self, seconds: float) -> None:
         """Time spent in one request, successful or not (a self-hosted GPU is busy either way)."""
         with self._lock:

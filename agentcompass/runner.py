@@ -77,9 +77,10 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
         raise UserError(f"harness '{harness_cfg.name}' needs a model; pass a preset (agentcompass list models) or a provider/model string")
     harness = harness_cls(**resolved.settings_of(harness_cfg))
     if getattr(harness_cls, "needs_model", False):
-        from agentcompass.models import check_model
+        from agentcompass.models import check_model, litellm_name
 
         check_model(resolved.model, request=resolved.run.model_check)
+        resolved.labels["model_name"] = litellm_name(resolved.model)  # as mini-swe-agent names it in predictions
     return PreparedRun(resolved, task_format, tasks, provider, harness, run_dir_of(resolved))
 
 

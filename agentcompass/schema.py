@@ -37,6 +37,7 @@ class Recipe(Strict):
     env: dict[str, str] = Field(default_factory=dict)
     params: dict[str, Any] = Field(default_factory=dict)
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per provider name
+    harness_defaults: dict[str, dict[str, Any]] = Field(default_factory=dict)  # harness name -> its settings here
     base_dir: str | None = None  # where the recipe file lives: relative source paths start here
 
 

@@ -40,6 +40,7 @@ class FakeLLM:
     api_key: str | None = None  # when set, any other bearer token gets a 401
     failures: list[int] = field(default_factory=list)  # statuses returned, in order, before any success
     revoke_after: int | None = None  # after this many successes every request gets a 401 (a revoked key)
+    outage_after: int | None = None  # after this many successes every request gets a 503 (an outage)
     context_window_after: int | None = None  # a conversation with this many assistant turns is "too long" (400)
     requests: list[Recorded] = field(default_factory=list)
     checks: list[Recorded] = field(default_factory=list)  # preflight requests (max_tokens 1)
@@ -65,6 +66,9 @@ class FakeLLM:
                 status = self.failures.pop(0)
                 self.requests.append(Recorded(body, authorization, status))
                 return status, {"error": {"message": f"scripted failure {status}", "type": "server_error"}}
+            if self.outage_after is not None and len(self.successes) >= self.outage_after:
+                self.requests.append(Recorded(body, authorization, 503))
+                return 503, {"error": {"message": "scripted outage", "type": "server_error"}}
             revoked = self.revoke_after is not None and len(self.successes) >= self.revoke_after
             if revoked or self.rejects(authorization):
                 self.requests.append(Recorded(body, authorization, 401))

@@ -96,9 +96,12 @@ def test_solves_the_demo_task_by_running_the_scripted_commands(solved):
     observation = json.dumps(llm.requests[1].body["messages"][-1])
     assert "FAILED" in observation and "Ran 7 tests" in observation
     assert llm.requests[0].body["tools"][0]["function"]["name"] == "bash"
-    trajectory = json.loads((directory / "tasks" / TASK / "attempt-1" / "trajectory.json").read_text())
+    # mini-swe-agent's trajectory shape and name (its inspector finds *.traj.json), plus our fields.
+    trajectory = json.loads((directory / "tasks" / TASK / "attempt-1" / f"{TASK}.traj.json").read_text())
     assert [m["role"] for m in trajectory["messages"]][-2:] == ["assistant", "exit"]
-    assert trajectory["info"]["exit_status"] == "Submitted"
+    assert trajectory["info"]["exit_status"] == "Submitted" and trajectory["instance_id"] == TASK
+    assert trajectory["trajectory_format"] == "mini-swe-agent-1.1"
+    assert trajectory["agentcompass"]["attempt"] == 1 and trajectory["agentcompass"]["model"] == "openai/fake-coder-1"
 
 
 def test_tokens_and_cost_are_what_the_server_returned_times_the_preset_prices(solved):
@@ -372,3 +375,95 @@ def test_a_model_call_that_cannot_connect_fails_as_infra_within_the_connect_time
     assert "Timeout" in trial["message"]
     # Unbounded, one call waits for the kernel's connect timeout (minutes), three times over.
     assert elapsed < 90
+
+
+# -- parity with mini-swe-agent's own SWE-bench runner (issue 16); the end-to-end test is test_mini_parity.py --
+
+
+def harness(**settings):
+    from agentcompass.harnesses.mini_swe_agent import MiniSweAgentHarness
+
+    return MiniSweAgentHarness(**settings)
+
+
+def test_swebench_recipes_pick_the_swebench_prompt_config_and_the_users_params_win(cli, tmp_path):
+    def prompt_config(*args: str) -> str:
+        proc = cli("config", "show", *args, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        [line] = [line for line in proc.stdout.splitlines() if line.startswith("  prompt_config:")]
+        return line.split(":", 1)[1].strip()
+
+    assert prompt_config("swebench_verified", "mini_swe_agent", "gpt-5-mini") == "swebench"
+    assert prompt_config("swebench_lite", "mini_swe_agent", "gpt-5-mini", "--harness-params",
+                         '{"prompt_config": "mini"}') == "mini"
+    assert prompt_config("swebench_lite", "mini_swe_agent", "gpt-5-mini", "harness.prompt_config=mini") == "mini"
+    assert prompt_config("demo", "mini_swe_agent", "gpt-5-mini") == "mini"
+
+
+def test_the_prompt_configs_limits_hold_unless_ours_are_set():
+    swebench = mini_config("swebench")
+    assert (swebench["agent"]["step_limit"], swebench["agent"]["cost_limit"]) == (250, 3.0)
+    for name in ("swebench", "mini"):
+        config = harness(prompt_config=name).agent_config(0)
+        assert (config["step_limit"], config["cost_limit"]) == (mini_config(name)["agent"]["step_limit"],
+                                                                mini_config(name)["agent"]["cost_limit"])
+    config = harness(prompt_config="swebench", step_limit=7, cost_limit=0).agent_config(0)
+    assert (config["step_limit"], config["cost_limit"], config["wall_time_limit_seconds"]) == (7, 0, 0)
+
+
+def mini_config(name: str) -> dict:
+    from minisweagent.config import get_config_from_spec
+
+    return get_config_from_spec(name)
+
+
+def test_a_submission_is_handed_over_only_where_the_config_submits_something():
+    assert harness(prompt_config="swebench").submits is True  # `echo SUBMIT_LINE && cat patch.txt`
+    assert harness(prompt_config="mini").submits is False  # a bare `echo SUBMIT_LINE`: the tree is graded
+    assert harness(prompt_config="mini", submission=True).submits is True
+
+
+@pytest.mark.parametrize("name, cached", [
+    ("anthropic/claude-sonnet-4-5-20250929", True), ("openrouter/anthropic/claude-sonnet-4.5", True),
+    ("bedrock/us.anthropic.claude-opus-4-1", True), ("openai/gpt-5-mini", False),
+])
+def test_prompt_caching_as_mini_swe_agent_sets_it(name, cached):
+    from agentcompass.models import Meter
+    from agentcompass.schema import ModelConfig
+
+    lm = harness(prompt_config="swebench")._model(Meter(ModelConfig(name=name)), {})
+    assert lm.config.set_cache_control == ("default_end" if cached else None)
+
+
+def test_an_hourly_price_never_trips_the_cost_limit(tmp_path):
+    llm = FakeLLM(FIX_COMMANDS)
+    run_demo(llm, tmp_path, "glm-5.2", "--harness-params", '{"cost_limit": 1e-9}')
+    [trial] = read_trials(run_dir(tmp_path / "results"))
+    assert trial["agent_exit_status"] == "submitted" and trial["status"] == "passed", trial
+    assert trial["usage"]["cost_usd"] > 1e-9  # the hourly share is still in the trial's cost
+
+
+def test_a_per_token_price_trips_the_cost_limit(tmp_path):
+    llm = FakeLLM(FIX_COMMANDS)
+    run_demo(llm, tmp_path, "fake-coder", "--config-dir", str(user_config_dir(tmp_path)),
+             "--harness-params", '{"cost_limit": 1e-9}')
+    [trial] = read_trials(run_dir(tmp_path / "results"))
+    assert trial["agent_exit_status"] == "limits_exceeded" and len(llm.successes) == 1, trial
+
+
+def test_a_context_window_overflow_is_the_agents_failure_and_is_graded(tmp_path):
+    llm = FakeLLM(FIX_COMMANDS, context_window_after=1)
+    run_demo(llm, tmp_path, "openai_compatible", "model.name=fake-coder-1")
+    [trial] = read_trials(run_dir(tmp_path / "results"))
+    assert trial["status"] == "failed" and trial["error_category"] is None, trial
+    assert trial["agent_exit_status"] == "context_window_exceeded"
+    assert trial["usage"]["tokens_in"] == llm.successes[0].usage["prompt_tokens"]
+
+
+def test_an_outage_keeps_every_token_spent_and_counts_the_failed_requests(tmp_path):
+    llm = FakeLLM(FIX_COMMANDS, outage_after=1)
+    run_demo(llm, tmp_path, "openai_compatible", "model.name=fake-coder-1", "--max-retries", "0")
+    [trial] = read_trials(run_dir(tmp_path / "results"))
+    assert trial["status"] == "error" and trial["error_category"] == "infra", trial
+    assert trial["usage"]["tokens_in"] == llm.successes[0].usage["prompt_tokens"]
+    assert trial["usage"]["model_errors"] == 2  # MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT=2: both tries failed

@@ -225,7 +225,7 @@ class SwebenchFormat:
 
 
 def model_name(trial: "TrialContext") -> str:
-    return trial.labels.get("model") or "agentcompass"
+    return trial.labels.get("model_name") or trial.labels.get("model") or "agentcompass"
 
 
 def fraction(outcomes: dict[str, list[str]]) -> float:

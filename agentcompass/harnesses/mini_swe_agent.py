@@ -3,14 +3,22 @@
 Its Environment protocol is served by our sandbox (whatever the provider), its litellm
 model by our model config (agentcompass.models). The run ends when a command's output
 starts with mini-swe-agent's submit line; what follows it is the submission. The
-trajectory is written atomically to the trial dir after every step, with the API key
-scrubbed. minisweagent and litellm load on first use only: they are slow to import.
+trajectory is written atomically to the trial dir after every step (`<task>.traj.json`,
+mini-swe-agent's shape, so its inspector opens it), with the API key scrubbed.
+
+Parity with mini-swe-agent's own SWE-bench runner: the prompt config's agent, model and
+environment sections are used as they are (commands run as the config's interpreter, with
+its env, cwd and timeout), its step and cost limits hold unless our settings name others,
+an unsubmitted exit hands over an empty submission, and a context-window overflow is the
+agent's exit, not an error. minisweagent and litellm load when the harness is built.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,7 +43,10 @@ if TYPE_CHECKING:
 SUBMIT_LINE = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's end-of-run signal
 DEFAULT_COMMAND_TIMEOUT_S = 60.0
 EXIT_STATUSES = {"Submitted": "submitted", "LimitsExceeded": "limits_exceeded", "TimeExceeded": "timeout",
-                 "RepeatedFormatError": "format_error"}
+                 "RepeatedFormatError": "format_error", "ContextWindowExceededError": "context_window_exceeded"}
+# A prompt config whose submit command prints something after the submit line (the swebench
+# configs' `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt`) hands over that output.
+SUBMITS_OUTPUT = re.compile(SUBMIT_LINE + r"\s*&&")
 LITELLM_MODEL_CLASSES = ("litellm", "litellm_textbased", "litellm_response")  # what MeteredModel can wrap
 MINI_KEY_HINT = " You can permanently set your API key with `mini-extra config set KEY VALUE`."
 _import_lock = threading.Lock()
@@ -95,12 +106,16 @@ class MeteredModel:
         except Exception as exc:
             if self.stopping.is_set():  # a failure after Ctrl-C: no "Retrying in 60 seconds"
                 raise ModelCallAbandoned("interrupted") from exc
+            self.meter.failed()
             raise
         finally:
             self.meter.waited(time.monotonic() - start)
 
     def _calculate_cost(self, response: Any) -> dict[str, float]:
-        return {"cost": self.meter.charge(response)}
+        """What DefaultAgent's cost_limit sees: only what the reply is billed per token (an hourly
+        rate's share depends on queueing, so it counts in usage but never stops the agent)."""
+        cost = self.meter.charge(response)
+        return {"cost": 0.0 if self.meter.hourly else cost}
 
     def serialize(self) -> dict[str, Any]:
         data = super().serialize()  # type: ignore[misc]
@@ -111,12 +126,14 @@ class MeteredModel:
 
 
 class TrialSavingAgent:
-    """Mixed into DefaultAgent: `save` (called after every step) writes trajectory.json atomically."""
+    """Mixed into DefaultAgent: `save` (called after every step) writes the trajectory atomically,
+    in the shape mini-swe-agent's SWE-bench runner writes (`instance_id` included) plus our fields."""
 
     write_trajectory: Callable[[dict[str, Any]], None]
+    trajectory_fields: dict[str, Any]
 
     def save(self, path: Path | None, *extra_dicts: dict[str, Any]) -> dict[str, Any]:
-        data = self.serialize(*extra_dicts)  # type: ignore[attr-defined]
+        data = self.serialize(*extra_dicts, self.trajectory_fields)  # type: ignore[attr-defined]
         self.write_trajectory(data)
         return data
 
@@ -167,19 +184,30 @@ class SandboxEnvironment:
     timeout_s: float
     deadline: float  # time.monotonic() after which no command may run on
     log: Callable[[str], None]
+    interpreter: list[str] = field(default_factory=list)  # e.g. ["bash", "-c"]; empty: the sandbox's shell
     system_vars: dict[str, str] = field(default_factory=dict)
 
     @property
     def config(self) -> dict[str, Any]:
-        return {"cwd": self.cwd, "env": self.env, "timeout": self.timeout_s}
+        return {"cwd": self.cwd, "env": self.env, "timeout": self.timeout_s, "interpreter": self.interpreter}
+
+    def command_line(self, command: str) -> tuple[str, dict[str, str]]:
+        """The text the sandbox's shell runs, and the environment it gets. One stream, in order, as
+        mini-swe-agent's own environments give it (stderr into stdout). With an interpreter, that shell
+        only hands over: the interpreter alone gets the config's env, so BASH_ENV (the image's
+        `conda activate`) is sourced once, by the shell that runs the command, as under `docker exec`."""
+        if not self.interpreter:
+            return f"exec 2>&1\n{command}", self.env
+        assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in self.env.items())
+        return f"exec 2>&1\nexec env {assignments} {shlex.join([*self.interpreter, command])}", {}
 
     def execute(self, action: dict[str, Any], cwd: str = "", *, timeout: float | None = None) -> dict[str, Any]:
         from minisweagent.exceptions import Submitted
 
         command = action.get("command", "")
         limit = max(1.0, min(timeout or self.timeout_s, self.deadline - time.monotonic()))
-        # One stream, in order, as mini-swe-agent's own environments give it (stderr into stdout).
-        result = self.sandbox.exec(f"exec 2>&1\n{command}", cwd=cwd or self.cwd, env=self.env, timeout=limit)
+        text, env = self.command_line(command)
+        result = self.sandbox.exec(text, cwd=cwd or self.cwd, env=env, timeout=limit)
         output = {"output": result.stdout + result.stderr, "returncode": result.exit_code, "exception_info": ""}
         if result.timed_out:
             output["returncode"] = -1
@@ -214,11 +242,12 @@ class MiniSweAgentHarness:
 
     class Settings(Strict):
         prompt_config: str = "mini"  # a built-in mini-swe-agent config name or a YAML path
-        step_limit: int = Field(250, ge=0)  # model calls per trial; 0 = no limit
-        cost_limit: float = Field(3.0, ge=0)  # USD per trial; 0 = no limit
+        step_limit: int | None = Field(None, ge=0)  # model calls per trial; 0 = no limit; default: the config's
+        cost_limit: float | None = Field(None, ge=0)  # USD billed per token per trial; 0 = no limit; default: the config's
         wall_time_limit_s: float | None = Field(None, gt=0)  # default: the task's agent timeout
         command_timeout_s: float | None = Field(None, gt=0)  # default: the prompt config's, else 60
         env: dict[str, str] = Field(default_factory=dict)  # added to every command's environment
+        submission: bool | None = None  # hand over the submitted text; default: when the config's submit command prints one
 
     def __init__(self, **settings: Any) -> None:
         self.settings = self.Settings.model_validate(settings)
@@ -233,11 +262,13 @@ class MiniSweAgentHarness:
 
         self.model_base = get_model_class("", model_class)
         trial_agent_class()
+        templates = " ".join(str(v) for v in self.prompt["agent"].values())
+        self.submits = self.settings.submission if self.settings.submission is not None else bool(
+            SUBMITS_OUTPUT.search(templates))
 
     def run(
         self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
     ) -> AgentOutcome:
-        import_minisweagent()
         kwargs = completion_kwargs(model)
         secret = kwargs.get("api_key")
         meter = Meter(model)
@@ -245,34 +276,48 @@ class MiniSweAgentHarness:
         lm = self._model(meter, kwargs)
         lm.stopping, lm.timeout = trial.stopping, request_timeout(model)
         env = self._environment(task, sandbox, trial, secret, wall_s)
-        agent_cfg = {**self.prompt["agent"], "step_limit": self.settings.step_limit,
-                     "cost_limit": self.settings.cost_limit, "wall_time_limit_seconds": int(wall_s), "output_path": None}
-        agent = trial_agent_class()(lm, env, **agent_cfg)
+        agent = trial_agent_class()(lm, env, **self.agent_config(wall_s))
+        agent.trajectory_fields = {"instance_id": task.id, "agentcompass": {
+            "task_id": task.id, "attempt": trial.attempt, "run_name": trial.run_name, "model": model.name,
+            "labels": trial.labels, "usage": meter.usage}}
         agent.write_trajectory = lambda data: trial.write(
-            "trajectory.json", scrub(json.dumps(data, indent=2, default=str), secret))
+            f"{task.id}.traj.json", scrub(json.dumps(data, indent=2, default=pydantic_default), secret))
         try:
             info = run_abandonably(lambda: agent.run(task.instruction), trial.stopping)
         except TrialError as exc:
             exc.usage = meter.usage
             raise
         except Exception as exc:
-            error = classify(exc, model, secret)
-            error.usage = meter.usage  # tokens spent before the failure still cost money
-            raise error from None
+            if not isinstance(exc, import_litellm().exceptions.ContextWindowExceededError):
+                error = classify(exc, model, secret)
+                error.usage = meter.usage  # every token spent, failed tries included, is paid for
+                raise error from None
+            # As mini-swe-agent's runner: the agent's own exit with nothing submitted, graded as such.
+            info = {"exit_status": type(exc).__name__, "submission": "", "exception_str": str(exc)}
         raw_status = str(info.get("exit_status", ""))
+        submitted = str(info.get("submission") or "") if raw_status == "Submitted" else ""
         return AgentOutcome(
             exit_status=EXIT_STATUSES.get(raw_status, raw_status.lower() or "completed"),
-            submission=info.get("submission") or None,
+            submission=submitted if self.submits else None,
             usage=meter.usage,
             message=scrub(str(info.get("exception_str") or ""), secret)[:500],
         )
+
+    def agent_config(self, wall_s: float) -> dict[str, Any]:
+        """The prompt config's agent section; our limits only where set (the config's step and cost
+        limits hold otherwise, as in mini-swe-agent's runner)."""
+        config = {**self.prompt["agent"], "wall_time_limit_seconds": int(wall_s), "output_path": None}
+        for key in ("step_limit", "cost_limit"):
+            if getattr(self.settings, key) is not None:
+                config[key] = getattr(self.settings, key)
+        return config
 
     def _model(self, meter: Meter, kwargs: dict[str, Any]) -> Any:
         """The prompt config's litellm model class, metered, with our endpoint, key and tier fields."""
         model_cfg = {k: v for k, v in (self.prompt.get("model") or {}).items() if k not in ("model_class", "model_name")}
         model_cfg["model_kwargs"] = {**(model_cfg.get("model_kwargs") or {}), **kwargs}
         model_cfg["cost_tracking"] = "ignore_errors"  # pricing is ours (Meter): an unpriced model is no error
-        if meter.name.startswith("anthropic/"):
+        if any(s in meter.name.lower() for s in ("anthropic", "sonnet", "opus", "claude")):
             model_cfg.setdefault("set_cache_control", "default_end")  # as mini-swe-agent's get_model does
         lm = trial_model_class(self.model_base)(model_name=meter.name, **model_cfg)
         lm.meter = meter
@@ -281,14 +326,21 @@ class MiniSweAgentHarness:
     def _environment(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", secret: str | None,
                      wall_s: float) -> SandboxEnvironment:
         env_cfg = self.prompt.get("environment") or {}
+        cwd = str(env_cfg.get("cwd") or task.workdir)
         env = SandboxEnvironment(
-            sandbox, task.workdir, {**(env_cfg.get("env") or {}), **self.settings.env},
+            sandbox, cwd, {**(env_cfg.get("env") or {}), **self.settings.env},
             self.settings.command_timeout_s or float(env_cfg.get("timeout") or DEFAULT_COMMAND_TIMEOUT_S),
             deadline=time.monotonic() + (wall_s or float("inf")),
             log=lambda text: trial.append("agent.log", scrub(text, secret)),
+            interpreter=[str(part) for part in env_cfg.get("interpreter") or []],
         )
-        env.system_vars = sandbox_system_vars(sandbox, task.workdir)
+        env.system_vars = sandbox_system_vars(sandbox, cwd)
         return env
+
+
+def pydantic_default(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else str(value)
 
 
 def classify(exc: Exception, model: "ModelConfig", secret: str | None) -> TrialError:
