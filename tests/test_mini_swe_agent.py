@@ -467,3 +467,22 @@ def test_an_outage_keeps_every_token_spent_and_counts_the_failed_requests(tmp_pa
     assert trial["status"] == "error" and trial["error_category"] == "infra", trial
     assert trial["usage"]["tokens_in"] == llm.successes[0].usage["prompt_tokens"]
     assert trial["usage"]["model_errors"] == 2  # MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT=2: both tries failed
+
+
+@pytest.mark.parametrize("isolation", ["none", "bwrap"])
+def test_the_prompt_configs_interpreter_env_and_bash_env_hold_on_the_local_provider(tmp_path, isolation):
+    """As under mini's `docker exec -e K=V IMAGE bash -c CMD`: BASH_ENV is sourced once, by the command's shell."""
+    from agentcompass.harnesses.mini_swe_agent import SandboxEnvironment
+    from agentcompass.providers.local import LocalProvider
+    from agentcompass.sandbox import SandboxSpec
+
+    box = LocalProvider(isolation=isolation, root=str(tmp_path / "ws")).open(SandboxSpec(name="t", workdir="/app"))
+    try:
+        box.exec("printf 'export FROM_RC=$((${FROM_RC:-0} + 1))\\n' > /app/rc.sh")
+        env = SandboxEnvironment(box, "/app", {"BASH_ENV": "/app/rc.sh", "PAGER": "cat"}, 30, float("inf"),
+                                 log=lambda text: None, interpreter=["bash", "-c"])
+        output = env.execute({"command": 'echo "rc=$FROM_RC pager=$PAGER $0"; echo err >&2'})
+    finally:
+        box.close()
+    assert output["returncode"] == 0
+    assert output["output"] == "rc=1 pager=cat bash\nerr\n"

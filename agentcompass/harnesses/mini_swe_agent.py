@@ -102,7 +102,8 @@ class MeteredModel:
             raise ModelCallAbandoned("interrupted")
         start = time.monotonic()
         try:
-            return super()._query(messages, **{"timeout": self.timeout, **kwargs})  # type: ignore[misc]
+            bounded = {} if "timeout" in self.config.model_kwargs else {"timeout": self.timeout}  # type: ignore[attr-defined]
+            return super()._query(messages, **{**bounded, **kwargs})  # type: ignore[misc]
         except Exception as exc:
             if self.stopping.is_set():  # a failure after Ctrl-C: no "Retrying in 60 seconds"
                 raise ModelCallAbandoned("interrupted") from exc
