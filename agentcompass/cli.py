@@ -92,6 +92,8 @@ def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = T
                             help="on resume, rerun the attempts recorded as errors")
         parser.add_argument("--new-run", action="store_true", default=None,
                             help="when the run name holds a run with other settings, start NAME-2 (-3, ...) beside it")
+        parser.add_argument("--no-model-check", dest="model_check", action="store_false", default=None,
+                            help="skip the 1-token model request sent before the first trial (for per-call billing)")
         parser.add_argument("-m", "--multirun", action="store_true", help="sweep comma-separated values (Hydra multirun)")
 
 
@@ -164,7 +166,7 @@ def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str
         typed[f"++model.base_url={hydra_value(args.model_base_url)}"] = "--model-base-url"
     run_flags = {"task_concurrency": "run.task_concurrency", "k": "run.k", "max_retries": "run.max_retries",
                  "results_dir": "run.results_dir", "run_name": "run.run_name", "retry_errors": "run.retry_errors",
-                 "new_run": "run.new_run"}
+                 "new_run": "run.new_run", "model_check": "run.model_check"}
     for flag, key in run_flags.items():
         value = getattr(args, flag, None)
         if value is not None:

@@ -171,6 +171,7 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
     data["benchmark"] = bench
     model_choice = choices.get(GROUPS["model"][1], "")
     checks.model_is_set(data["model"], model_choice)
+    data["harness"] = with_recipe_defaults(data["harness"], bench, user_set_keys(cfg, overlays))
 
     resolved = ResolvedConfig(
         benchmark=validate(Recipe, bench, "benchmark", provenance),
@@ -190,6 +191,7 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
         "benchmark": choices.get(GROUPS["benchmark"][1], resolved.benchmark.name),
         "harness": choices.get(GROUPS["harness"][1], resolved.harness.name),
         "model": model_label,
+        "model_name": resolved.model.name,  # e.g. predictions' model_name_or_path, as mini-swe-agent writes it
         "env": choices.get(GROUPS["env"][1], resolved.env.name),
         "suffix": suffix,
     }
@@ -222,6 +224,24 @@ def resolved_section(merged: "DictConfig", key: str) -> Any:
             raise UserError(f"cannot resolve the config at '{where}': environment variable {unset[1]} is not set; "
                             f"set it, or write ${{oc.env:{unset[1]},null}} for a value that may be missing") from exc
         raise UserError(f"cannot resolve the config at '{where}': {one_line(exc)}") from exc
+
+
+def user_set_keys(cfg: "DictConfig", overlays: list[Any]) -> set[str]:
+    """Dotted keys the user set: command-line overrides (flags included) and --config files."""
+    overrides = list(cfg.hydra.overrides.task) if "hydra" in cfg else []
+    keys = {o.partition("=")[0].lstrip("+~") for o in overrides}
+    for overlay in overlays:
+        keys |= {f"harness.{k}" for k in (overlay.get("harness") or {})}
+    return keys
+
+
+def with_recipe_defaults(harness: dict[str, Any], recipe: dict[str, Any], user_set: set[str]) -> dict[str, Any]:
+    """A recipe's `harness_defaults` for the selected harness: over the harness's own YAML, under
+    anything the user set (e.g. SWE-bench recipes pick mini_swe_agent's `swebench` prompt config)."""
+    defaults = (recipe.get("harness_defaults") or {}).get(harness.get("name")) or {}
+    chosen = {k: v for k, v in defaults.items()
+              if not any(key == f"harness.{k}" or key.startswith(f"harness.{k}.") for key in user_set)}
+    return deep_merge(harness, chosen)
 
 
 def validate(schema: type[BaseModel], data: dict[str, Any], key: str, provenance: Provenance) -> Any:

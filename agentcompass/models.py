@@ -8,6 +8,11 @@ Cost of a reply, first that applies: the preset's `pricing.hourly_usd` × the ti
 waiting on the endpoint (self-hosted), the preset's per-million-token prices, litellm's
 bundled price map; else zero with `cost_known = false`. litellm is imported with
 LITELLM_LOCAL_MODEL_COST_MAP set, so it never fetches a price map over the network.
+
+Every request is bounded: `model.connect_timeout_s` (default 10) to connect, then
+`model.request_timeout_s` (default 600, litellm's) for the whole reply. Before the first
+trial, `check_model` sends one 1-token request, so a missing key, a rejected key or an
+unreachable endpoint is one line and exit 2 instead of a run of retried trials.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.config import deep_merge
+from agentcompass.errors import UserError
 from agentcompass.task import Usage
 
 if TYPE_CHECKING:
@@ -26,6 +32,8 @@ STANDARD_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"
 extra, extra_modules = "agents", ("litellm",)  # what any model but `none` needs (registry.check_extra)
 NO_KEY = "EMPTY"  # what self-hosted OpenAI-compatible servers accept when they check no key
 MTOK = 1_000_000
+CHECK_REPLY_TIMEOUT_S = 60.0  # the preflight's 1-token reply; a queueing self-hosted server may be slow
+_checked: set[tuple[str, str, str]] = set()  # endpoints a sweep already checked: one request each
 
 
 def import_litellm() -> Any:
@@ -80,6 +88,90 @@ def completion_kwargs(model: "ModelConfig", environ: dict[str, str] | None = Non
     return kwargs
 
 
+def request_timeout(model: "ModelConfig", total_s: float | None = None) -> Any:
+    """litellm's `timeout`: connecting bounded by connect_timeout_s, the whole request by request_timeout_s.
+
+    Providers whose litellm client takes no httpx.Timeout get one number, which bounds connecting too."""
+    import httpx
+
+    total = model.request_timeout_s if total_s is None else total_s
+    provider = litellm_name(model).split("/", 1)[0]
+    if import_litellm().utils.supports_httpx_timeout(provider):
+        return httpx.Timeout(total, connect=model.connect_timeout_s)
+    return total
+
+
+def key_hint(model: "ModelConfig") -> str:
+    env_name = key_env_name(model)
+    return "pass --model-api-key, set model.api_key in a private --config" + (f", or set {env_name}" if env_name else "")
+
+
+def check_model(model: "ModelConfig", request: bool = True) -> None:
+    """Before the first trial: a known key variable that is unset fails at once; then (unless `request`
+    is off) one 1-token request, failing when the key is rejected, the model unknown or the endpoint
+    unreachable. Any other answer (400, 429, 5xx) proves the endpoint reachable and the key not refused."""
+    kwargs = completion_kwargs(model)
+    if "api_key" not in kwargs and key_env_name(model):
+        raise UserError(f"no API key for model '{model.name}': {key_hint(model)}")
+    if request:
+        send_check_request(model, kwargs)
+
+
+def send_check_request(model: "ModelConfig", kwargs: dict[str, Any]) -> None:
+    where = f" at {model.base_url}" if model.base_url else ""
+    skip = "; or pass --no-model-check to skip this check"
+    seen = (litellm_name(model), str(model.base_url), str(kwargs.get("api_key")))
+    if seen in _checked:
+        return
+    litellm = import_litellm()
+    errors = litellm.exceptions
+    request = {k: v for k, v in kwargs.items() if k in ("api_base", "api_key", "extra_headers", "api_version")}
+    try:
+        litellm.completion(model=litellm_name(model), messages=[{"role": "user", "content": "Reply with OK."}],
+                           max_tokens=1, max_retries=0, drop_params=True,
+                           timeout=request_timeout(model, CHECK_REPLY_TIMEOUT_S), **request)
+    except (errors.AuthenticationError, errors.PermissionDeniedError) as exc:
+        raise UserError(f"the model endpoint{where} rejected the API key for '{model.name}' "
+                        f"({error_text(exc, kwargs)}): {key_hint(model)}{skip}") from None
+    except errors.NotFoundError as exc:
+        raise UserError(f"the model endpoint{where} does not know model '{model.name}' ({error_text(exc, kwargs)}); "
+                        f"check the model name and --model-base-url{skip}") from None
+    except Exception as exc:
+        failure = transport_failure(exc)
+        if failure == "timeout":
+            raise UserError(f"the model endpoint{where} did not answer a 1-token request for '{model.name}' within "
+                            f"{model.connect_timeout_s:g} s to connect and {CHECK_REPLY_TIMEOUT_S:g} s to reply "
+                            f"({error_text(exc, kwargs)}); check --model-base-url and the network{skip}") from None
+        if failure == "connect":
+            raise UserError(f"cannot reach the model endpoint{where} for '{model.name}' ({error_text(exc, kwargs)}); "
+                            f"check --model-base-url and the network{skip}") from None
+        if "missing credentials" in str(exc).lower():  # litellm's OpenAI client, before sending anything
+            raise UserError(f"no API key for model '{model.name}': {key_hint(model)}") from None
+        # Any other answer (400, 429, 5xx): the endpoint is reachable and did not refuse the key.
+    _checked.add(seen)
+
+
+def transport_failure(exc: BaseException) -> str | None:
+    """"timeout" or "connect" when no answer came back (litellm may report it as an InternalServerError), else None."""
+    import httpx
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (httpx.TimeoutException, TimeoutError)) or type(seen).__name__ in ("Timeout", "APITimeoutError"):
+            return "timeout"
+        if isinstance(seen, (httpx.TransportError, ConnectionError)):
+            return "connect"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def error_text(exc: BaseException, kwargs: dict[str, Any]) -> str:
+    """One short line of a litellm error, the key scrubbed."""
+    text = " ".join(str(getattr(exc, "message", None) or exc).split())
+    key = kwargs.get("api_key")
+    return (text.replace(key, "***") if key else text)[:300]
+
+
 def token_counts(response: Any) -> tuple[int, int, int]:
     """(input, output, cached input) tokens of a litellm reply; cached ones are part of input."""
     usage = getattr(response, "usage", None)
@@ -99,6 +191,16 @@ class Meter:
         self.usage = Usage()
         self._unbilled_s = 0.0  # waiting time not yet charged at an hourly rate
         self._lock = threading.Lock()
+
+    @property
+    def hourly(self) -> bool:
+        """Billed by the hour of the endpoint, not per token."""
+        return self.model.pricing is not None and self.model.pricing.hourly_usd is not None
+
+    def failed(self) -> None:
+        """A request that got no usable reply (retried, or the trial's end): kept count of, never lost."""
+        with self._lock:
+            self.usage.model_errors += 1
 
     def waited(self, seconds: float) -> None:
         """Time spent in one request, successful or not (a self-hosted GPU is busy either way)."""

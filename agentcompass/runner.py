@@ -89,6 +89,11 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     check_tasks = getattr(harness, "check_tasks", None)  # e.g. predictions: refuse a file for another benchmark
     if check_tasks is not None:
         check_tasks(tasks)
+    if getattr(harness_cls, "needs_model", False):
+        from agentcompass.models import check_model, litellm_name
+
+        check_model(resolved.model, request=resolved.run.model_check)
+        resolved.labels["model_name"] = litellm_name(resolved.model)  # as mini-swe-agent names it in predictions
     prints = fingerprint(resolved, provider, [t.id for t in tasks])
     return PreparedRun(resolved, task_format, tasks, provider, harness, resume_target(resolved, prints), prints)
 

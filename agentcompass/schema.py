@@ -42,6 +42,7 @@ class Recipe(Strict):
     env: dict[str, str] = Field(default_factory=dict)
     params: dict[str, Any] = Field(default_factory=dict)
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per provider name
+    harness_defaults: dict[str, dict[str, Any]] = Field(default_factory=dict)  # harness name -> its settings here
     base_dir: str | None = None  # where the recipe file lives: relative source paths start here
 
 
@@ -63,6 +64,8 @@ class ModelConfig(Strict):
     reasoning: str | None = None  # a tier name: a key of reasoning_map, else sent as reasoning_effort
     reasoning_map: dict[str, dict[str, Any]] = Field(default_factory=dict)  # tier -> request fields
     pricing: Pricing | None = None
+    connect_timeout_s: float = Field(10.0, gt=0)  # a call that cannot connect within this fails (then retried)
+    request_timeout_s: float = Field(600.0, gt=0)  # a whole request, generation included (litellm's default)
 
     @field_validator("name", "base_url")
     @classmethod
@@ -113,6 +116,7 @@ class RunConfig(Strict):
     retry_errors: bool = False  # on resume, rerun the attempts recorded as errors
     new_run: bool = False  # settings differ from the run's: start `<run_name>-N` beside it instead of refusing
     count_errors_as_failures: bool = False  # errors count as failed attempts in pass@k
+    model_check: bool = True  # one 1-token request before the first trial (--no-model-check skips it)
 
 
 class ResolvedConfig(Strict):

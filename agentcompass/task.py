@@ -67,6 +67,7 @@ class Usage(BaseModel):
     cost_usd: float = 0.0
     cost_known: bool = True
     generation_s: float = 0.0  # time spent waiting for the model
+    model_errors: int = 0  # model requests that failed (retried or given up on); their time is in generation_s
 
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(
@@ -77,6 +78,7 @@ class Usage(BaseModel):
             cost_usd=self.cost_usd + other.cost_usd,
             cost_known=self.cost_known and other.cost_known,
             generation_s=self.generation_s + other.generation_s,
+            model_errors=self.model_errors + other.model_errors,
         )
 
 

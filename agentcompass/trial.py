@@ -36,6 +36,7 @@ class TrialContext:
     dir: Path
     run_name: str
     labels: dict[str, str] = field(default_factory=dict)
+    stopping: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: abandon waits at once
 
     def write(self, name: str, text: str) -> Path:
         path = self.dir / name
@@ -53,12 +54,12 @@ class OpenSandboxes:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open: set[Any] = set()
-        self._closing = False
+        self.closing = threading.Event()  # set once an interrupt closes everything
 
     def add(self, sandbox: "Sandbox") -> None:
         """Track a new sandbox; one opened after an interrupt is closed at once."""
         with self._lock:
-            if not self._closing:
+            if not self.closing.is_set():
                 self._open.add(sandbox)
                 return
         sandbox.close()
@@ -70,7 +71,7 @@ class OpenSandboxes:
 
     def close_all(self) -> int:
         with self._lock:
-            self._closing = True
+            self.closing.set()
             sandboxes = list(self._open)
             self._open.clear()
         for sandbox in sandboxes:
@@ -96,7 +97,7 @@ class TrialRunner:
 
     def run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
         """Run one attempt; TrialError escapes for the scheduler to retry or record."""
-        trial = TrialContext(task.id, attempt, trial_dir, self.run_name, self.labels)
+        trial = TrialContext(task.id, attempt, trial_dir, self.run_name, self.labels, self.sandboxes.closing)
         timings: dict[str, float] = {}
         started = now_iso()
         t0 = time.monotonic()

@@ -5,7 +5,8 @@ function, so every reply carries one. The reply to a request is chosen by how ma
 assistant turns the conversation already holds, so the same script serves every trial
 and every job of a sweep. The server records each request (body and Authorization
 header) and the usage it returned, so tests compute expected figures from what really
-went over the wire.
+went over the wire. agentcompass's model preflight (a 1-token request before the first
+trial) is answered with plain text and recorded apart, in `checks`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,14 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+UNAUTHORIZED = {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+                          "code": "invalid_api_key"}}
+
+CONTEXT_TOO_LONG = {"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages "
+                                         "resulted in 9001 tokens. Please reduce the length of the messages.",
+                              "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
 
 
 @dataclass
@@ -31,7 +40,10 @@ class FakeLLM:
     api_key: str | None = None  # when set, any other bearer token gets a 401
     failures: list[int] = field(default_factory=list)  # statuses returned, in order, before any success
     revoke_after: int | None = None  # after this many successes every request gets a 401 (a revoked key)
+    outage_after: int | None = None  # after this many successes every request gets a 503 (an outage)
+    context_window_after: int | None = None  # a conversation with this many assistant turns is "too long" (400)
     requests: list[Recorded] = field(default_factory=list)
+    checks: list[Recorded] = field(default_factory=list)  # preflight requests (max_tokens 1)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @staticmethod
@@ -47,17 +59,24 @@ class FakeLLM:
         }
 
     def reply(self, body: dict[str, Any], authorization: str) -> tuple[int, dict[str, Any]]:
+        if body.get("max_tokens") == 1 and "tools" not in body:
+            return self.check_reply(body, authorization)
         with self._lock:
             if self.failures:
                 status = self.failures.pop(0)
                 self.requests.append(Recorded(body, authorization, status))
                 return status, {"error": {"message": f"scripted failure {status}", "type": "server_error"}}
+            if self.outage_after is not None and len(self.successes) >= self.outage_after:
+                self.requests.append(Recorded(body, authorization, 503))
+                return 503, {"error": {"message": "scripted outage", "type": "server_error"}}
             revoked = self.revoke_after is not None and len(self.successes) >= self.revoke_after
-            if revoked or (self.api_key is not None and authorization != f"Bearer {self.api_key}"):
+            if revoked or self.rejects(authorization):
                 self.requests.append(Recorded(body, authorization, 401))
-                return 401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
-                                       "code": "invalid_api_key"}}
+                return 401, UNAUTHORIZED
             step = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+            if self.context_window_after is not None and step >= self.context_window_after:
+                self.requests.append(Recorded(body, authorization, 400))
+                return 400, CONTEXT_TOO_LONG
             command = self.commands[min(step, len(self.commands) - 1)]
             usage = self.usage_for(step)
             self.requests.append(Recorded(body, authorization, 200, usage))
@@ -81,6 +100,20 @@ class FakeLLM:
             }],
             "usage": usage,
         }
+
+    def rejects(self, authorization: str) -> bool:
+        return self.api_key is not None and authorization != f"Bearer {self.api_key}"
+
+    def check_reply(self, body: dict[str, Any], authorization: str) -> tuple[int, dict[str, Any]]:
+        status = 401 if self.rejects(authorization) else 200
+        with self._lock:
+            self.checks.append(Recorded(body, authorization, status))
+        if status == 401:
+            return 401, UNAUTHORIZED
+        return 200, {"id": "chatcmpl-check", "object": "chat.completion", "created": 1700000000,
+                     "model": body.get("model", "fake"),
+                     "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": "OK"}}],
+                     "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}}
 
     @property
     def successes(self) -> list[Recorded]:

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
+from dead_endpoints import refusing_endpoint, silent_endpoint, unconnectable_endpoint
 from fake_llm_server import FakeLLM, FakeLLMServer
 
 TASK = "fix-median-bug"
@@ -84,13 +90,18 @@ def test_solves_the_demo_task_by_running_the_scripted_commands(solved):
     assert trial["status"] == "passed", trial
     assert trial["agent_exit_status"] == "submitted"
     assert [r.status for r in llm.requests] == [200, 200, 200]
+    [check] = llm.checks  # the preflight: one 1-token request before the trial
+    assert check.body["max_tokens"] == 1 and check.authorization == f"Bearer {API_KEY}"
     # The second request carries what the first command really printed in the sandbox.
     observation = json.dumps(llm.requests[1].body["messages"][-1])
     assert "FAILED" in observation and "Ran 7 tests" in observation
     assert llm.requests[0].body["tools"][0]["function"]["name"] == "bash"
-    trajectory = json.loads((directory / "tasks" / TASK / "attempt-1" / "trajectory.json").read_text())
+    # mini-swe-agent's trajectory shape and name (its inspector finds *.traj.json), plus our fields.
+    trajectory = json.loads((directory / "tasks" / TASK / "attempt-1" / f"{TASK}.traj.json").read_text())
     assert [m["role"] for m in trajectory["messages"]][-2:] == ["assistant", "exit"]
-    assert trajectory["info"]["exit_status"] == "Submitted"
+    assert trajectory["info"]["exit_status"] == "Submitted" and trajectory["instance_id"] == TASK
+    assert trajectory["trajectory_format"] == "mini-swe-agent-1.1"
+    assert trajectory["agentcompass"]["attempt"] == 1 and trajectory["agentcompass"]["model"] == "openai/fake-coder-1"
 
 
 def test_tokens_and_cost_are_what_the_server_returned_times_the_preset_prices(solved):
@@ -131,6 +142,7 @@ def test_a_sweep_over_tiers_sends_each_tiers_fields_and_writes_sweep_json(tmp_pa
     # Hydra runs the jobs in order, each a 3-step conversation.
     bodies = [r.body for r in llm.successes]
     assert len(bodies) == 9
+    assert len(llm.checks) == 1  # one endpoint and key: checked once for the whole sweep
     by_tier = {"none": bodies[0:3], "high": bodies[3:6], "max": bodies[6:9]}
     assert all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in by_tier["none"])
     assert all(b["chat_template_kwargs"] == {"reasoning_effort": "high"} for b in by_tier["high"])
@@ -162,7 +174,7 @@ def test_a_rejected_key_fails_the_trial_as_an_agent_error_without_retries(tmp_pa
     wrong = "sk-wrong-5f4dcc3b5aa765d61d83"
     # A completed run (exit 0): the summary reports the error.
     proc = run_demo(llm, tmp_path, "openai_compatible", "model.name=fake-coder-1", "--model-api-key", wrong,
-                    "--max-retries", "2")
+                    "--max-retries", "2", "--no-model-check")
     [trial] = read_trials(run_dir(tmp_path / "results"))
     assert trial["status"] == "error" and trial["error_category"] == "agent", trial
     assert trial["retries"] == 0
@@ -233,3 +245,244 @@ def test_the_wall_time_limit_cuts_a_long_command_and_ends_the_run(tmp_path):
     assert trial["agent_exit_status"] == "timeout" and trial["status"] == "failed", trial
     assert trial["timings"]["agent"] < 20
     assert "timed out" in (directory / "tasks" / TASK / "attempt-1" / "agent.log").read_text()
+
+
+# -- outages: Ctrl-C while a model call is in flight, the preflight, bounded connects (issue 15) ---------
+
+
+def start_demo(tmp: Path, base_url: str, run_name: str, *args: str) -> tuple[subprocess.Popen, Path, Path]:
+    """`agentcompass run demo mini_swe_agent ...` in the background; returns it and its stderr file."""
+    stderr = tmp / "stderr.txt"
+    env = {**os.environ, **isolated_env(tmp), "PYTHONFAULTHANDLER": "1"}
+    env.pop("AGENTCOMPASS_DEBUG", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentcompass", "run", "demo", "mini_swe_agent", "openai_compatible",
+         "model.name=fake-coder-1", "--model-base-url", base_url, "--benchmark-params", ONLY_TASK,
+         "--results-dir", str(tmp / "results"), "--run-name", run_name, *args],
+        cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=open(stderr, "w"))
+    return proc, stderr, tmp / "results" / run_name
+
+
+def wait_for(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def interrupt_and_check(proc: subprocess.Popen, stderr: Path, run_name: str) -> None:
+    """SIGINT ends the run within seconds, exit 130, no retries after it and no process left."""
+    proc.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack goes to stderr
+        proc.wait()
+        pytest.fail(f"the run ignored SIGINT for 20 s: {stderr.read_text()[-6000:]}")
+    elapsed = time.monotonic() - start
+    text = stderr.read_text()
+    assert proc.returncode == 130, text[-2000:]
+    assert elapsed < 15, f"took {elapsed:.1f}s to stop"
+    assert "Traceback" not in text
+    time.sleep(1.0)
+    assert "Retrying" not in text[text.find("interrupted"):], text[-2000:]
+    assert run_name not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize("endpoint", ["silent", "refusing"])
+def test_ctrl_c_while_a_model_call_is_in_flight_ends_the_run(tmp_path, endpoint):
+    run_name = f"ctrlc-{endpoint}-{os.getpid()}"
+    with silent_endpoint() as (silent_url, accepted):
+        base_url = silent_url if endpoint == "silent" else refusing_endpoint()
+        proc, stderr, root = start_demo(tmp_path, base_url, run_name, "--no-model-check")
+        try:
+            if endpoint == "silent":
+                wait_for(lambda: accepted, 60, "the model call")
+            else:  # refused calls: mini-swe-agent sleeps between its retries
+                wait_for(lambda: any(root.glob("*/tasks/*/attempt-1")), 60, "the trial")
+                time.sleep(6)
+            interrupt_and_check(proc, stderr, run_name)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def test_ctrl_c_during_the_model_preflight_ends_the_run(tmp_path):
+    run_name = f"ctrlc-preflight-{os.getpid()}"
+    with silent_endpoint() as (base_url, accepted):
+        proc, stderr, root = start_demo(tmp_path, base_url, run_name)
+        try:
+            wait_for(lambda: accepted, 60, "the preflight request")
+            interrupt_and_check(proc, stderr, run_name)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert not root.exists()  # the preflight comes before anything is written
+
+
+def run_failing_preflight(cli, tmp: Path, *args: str, seconds: float):
+    """A run whose model preflight must fail: exit 2, one line, nothing written, within `seconds`."""
+    start = time.monotonic()
+    proc = cli("run", "demo", "mini_swe_agent", *args, "--benchmark-params", ONLY_TASK,
+               "--results-dir", str(tmp / "r"), cwd=tmp, env=isolated_env(tmp))
+    assert time.monotonic() - start < seconds
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp / "r").exists()
+    return proc.stderr
+
+
+def test_the_preflight_reports_a_missing_key_without_a_request(cli, tmp_path):
+    stderr = run_failing_preflight(cli, tmp_path, "gpt-5-mini", seconds=60)
+    assert "no API key for model 'openai/gpt-5-mini'" in stderr and "OPENAI_API_KEY" in stderr
+
+
+def test_the_preflight_reports_a_rejected_key(cli, tmp_path):
+    llm = FakeLLM(FIX_COMMANDS, api_key="the-right-key")
+    wrong = "sk-wrong-8f14e45fceea167a5a36"
+    with FakeLLMServer(llm) as server:
+        stderr = run_failing_preflight(cli, tmp_path, "openai_compatible", "model.name=fake-coder-1", "--model-base-url",
+                                       server.base_url, "--model-api-key", wrong, seconds=60)
+    assert "rejected the API key" in stderr and "--model-api-key" in stderr and wrong not in stderr
+    assert [c.status for c in llm.checks] == [401] and llm.requests == []
+
+
+def test_the_preflight_reports_an_endpoint_that_refuses_connections(cli, tmp_path):
+    stderr = run_failing_preflight(cli, tmp_path, "openai_compatible", "model.name=fake-coder-1",
+                                   "--model-base-url", refusing_endpoint(), seconds=60)
+    assert "cannot reach the model endpoint" in stderr and "--no-model-check" in stderr
+
+
+def test_the_preflight_gives_up_on_an_unconnectable_endpoint_after_the_connect_timeout(cli, tmp_path):
+    with unconnectable_endpoint() as base_url:
+        stderr = run_failing_preflight(cli, tmp_path, "openai_compatible", "model.name=fake-coder-1",
+                                       "model.connect_timeout_s=1", "--model-base-url", base_url, seconds=45)
+    assert "did not answer" in stderr and "1 s to connect" in stderr
+
+
+def test_a_model_call_that_cannot_connect_fails_as_infra_within_the_connect_timeout(tmp_path):
+    with unconnectable_endpoint() as base_url:
+        start = time.monotonic()
+        proc = run_cli("run", "demo", "mini_swe_agent", "openai_compatible", "model.name=fake-coder-1",
+                       "model.connect_timeout_s=1", "--model-base-url", base_url, "--no-model-check",
+                       "--max-retries", "0", "--benchmark-params", ONLY_TASK, "--results-dir", str(tmp_path / "results"),
+                       "--run-name", "test", cwd=tmp_path, env={**isolated_env(tmp_path), "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1"})
+        elapsed = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr
+    [trial] = read_trials(run_dir(tmp_path / "results"))
+    assert trial["status"] == "error" and trial["error_category"] == "infra", trial
+    assert "Timeout" in trial["message"]
+    # Unbounded, one call waits for the kernel's connect timeout (minutes), three times over.
+    assert elapsed < 90
+
+
+# -- parity with mini-swe-agent's own SWE-bench runner (issue 16); the end-to-end test is test_mini_parity.py --
+
+
+def harness(**settings):
+    from agentcompass.harnesses.mini_swe_agent import MiniSweAgentHarness
+
+    return MiniSweAgentHarness(**settings)
+
+
+def test_swebench_recipes_pick_the_swebench_prompt_config_and_the_users_params_win(cli, tmp_path):
+    def prompt_config(*args: str) -> str:
+        proc = cli("config", "show", *args, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        [line] = [line for line in proc.stdout.splitlines() if line.startswith("  prompt_config:")]
+        return line.split(":", 1)[1].strip()
+
+    assert prompt_config("swebench_verified", "mini_swe_agent", "gpt-5-mini") == "swebench"
+    assert prompt_config("swebench_lite", "mini_swe_agent", "gpt-5-mini", "--harness-params",
+                         '{"prompt_config": "mini"}') == "mini"
+    assert prompt_config("swebench_lite", "mini_swe_agent", "gpt-5-mini", "harness.prompt_config=mini") == "mini"
+    assert prompt_config("demo", "mini_swe_agent", "gpt-5-mini") == "mini"
+
+
+def test_the_prompt_configs_limits_hold_unless_ours_are_set():
+    swebench = mini_config("swebench")
+    assert (swebench["agent"]["step_limit"], swebench["agent"]["cost_limit"]) == (250, 3.0)
+    for name in ("swebench", "mini"):
+        config = harness(prompt_config=name).agent_config(0)
+        assert (config["step_limit"], config["cost_limit"]) == (mini_config(name)["agent"]["step_limit"],
+                                                                mini_config(name)["agent"]["cost_limit"])
+    config = harness(prompt_config="swebench", step_limit=7, cost_limit=0).agent_config(0)
+    assert (config["step_limit"], config["cost_limit"], config["wall_time_limit_seconds"]) == (7, 0, 0)
+
+
+def mini_config(name: str) -> dict:
+    from minisweagent.config import get_config_from_spec
+
+    return get_config_from_spec(name)
+
+
+def test_a_submission_is_handed_over_only_where_the_config_submits_something():
+    assert harness(prompt_config="swebench").submits is True  # `echo SUBMIT_LINE && cat patch.txt`
+    assert harness(prompt_config="mini").submits is False  # a bare `echo SUBMIT_LINE`: the tree is graded
+    assert harness(prompt_config="mini", submission=True).submits is True
+
+
+@pytest.mark.parametrize("name, cached", [
+    ("anthropic/claude-sonnet-4-5-20250929", True), ("openrouter/anthropic/claude-sonnet-4.5", True),
+    ("bedrock/us.anthropic.claude-opus-4-1", True), ("openai/gpt-5-mini", False),
+])
+def test_prompt_caching_as_mini_swe_agent_sets_it(name, cached):
+    from agentcompass.models import Meter
+    from agentcompass.schema import ModelConfig
+
+    lm = harness(prompt_config="swebench")._model(Meter(ModelConfig(name=name)), {})
+    assert lm.config.set_cache_control == ("default_end" if cached else None)
+
+
+def test_an_hourly_price_never_trips_the_cost_limit(tmp_path):
+    llm = FakeLLM(FIX_COMMANDS)
+    run_demo(llm, tmp_path, "glm-5.2", "--harness-params", '{"cost_limit": 1e-9}')
+    [trial] = read_trials(run_dir(tmp_path / "results"))
+    assert trial["agent_exit_status"] == "submitted" and trial["status"] == "passed", trial
+    assert trial["usage"]["cost_usd"] > 1e-9  # the hourly share is still in the trial's cost
+
+
+def test_a_per_token_price_trips_the_cost_limit(tmp_path):
+    llm = FakeLLM(FIX_COMMANDS)
+    run_demo(llm, tmp_path, "fake-coder", "--config-dir", str(user_config_dir(tmp_path)),
+             "--harness-params", '{"cost_limit": 1e-9}')
+    [trial] = read_trials(run_dir(tmp_path / "results"))
+    assert trial["agent_exit_status"] == "limits_exceeded" and len(llm.successes) == 1, trial
+
+
+def test_a_context_window_overflow_is_the_agents_failure_and_is_graded(tmp_path):
+    llm = FakeLLM(FIX_COMMANDS, context_window_after=1)
+    run_demo(llm, tmp_path, "openai_compatible", "model.name=fake-coder-1")
+    [trial] = read_trials(run_dir(tmp_path / "results"))
+    assert trial["status"] == "failed" and trial["error_category"] is None, trial
+    assert trial["agent_exit_status"] == "context_window_exceeded"
+    assert trial["usage"]["tokens_in"] == llm.successes[0].usage["prompt_tokens"]
+
+
+def test_an_outage_keeps_every_token_spent_and_counts_the_failed_requests(tmp_path):
+    llm = FakeLLM(FIX_COMMANDS, outage_after=1)
+    run_demo(llm, tmp_path, "openai_compatible", "model.name=fake-coder-1", "--max-retries", "0")
+    [trial] = read_trials(run_dir(tmp_path / "results"))
+    assert trial["status"] == "error" and trial["error_category"] == "infra", trial
+    assert trial["usage"]["tokens_in"] == llm.successes[0].usage["prompt_tokens"]
+    assert trial["usage"]["model_errors"] == 2  # MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT=2: both tries failed
+
+
+@pytest.mark.parametrize("isolation", ["none", "bwrap"])
+def test_the_prompt_configs_interpreter_env_and_bash_env_hold_on_the_local_provider(tmp_path, isolation):
+    """As under mini's `docker exec -e K=V IMAGE bash -c CMD`: BASH_ENV is sourced once, by the command's shell."""
+    from agentcompass.harnesses.mini_swe_agent import SandboxEnvironment
+    from agentcompass.providers.local import LocalProvider
+    from agentcompass.sandbox import SandboxSpec
+
+    box = LocalProvider(isolation=isolation, root=str(tmp_path / "ws")).open(SandboxSpec(name="t", workdir="/app"))
+    try:
+        box.exec("printf 'export FROM_RC=$((${FROM_RC:-0} + 1))\\n' > /app/rc.sh")
+        env = SandboxEnvironment(box, "/app", {"BASH_ENV": "/app/rc.sh", "PAGER": "cat"}, 30, float("inf"),
+                                 log=lambda text: None, interpreter=["bash", "-c"])
+        output = env.execute({"command": 'echo "rc=$FROM_RC pager=$PAGER $0"; echo err >&2'})
+    finally:
+        box.close()
+    assert output["returncode"] == 0
+    assert output["output"] == "rc=1 pager=cat bash\nerr\n"

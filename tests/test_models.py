@@ -51,7 +51,7 @@ def test_the_default_glm_tier_is_the_servers_default():
 def test_openai_and_anthropic_tiers():
     assert request_fields(model_for("gpt-5-mini", "model.reasoning=high")) == {"reasoning_effort": "high"}
     thinking = request_fields(model_for("claude-sonnet-4-5", "model.reasoning=medium"))
-    assert thinking == {"thinking": {"type": "enabled", "budget_tokens": 8192}}
+    assert thinking == {"thinking": {"type": "enabled", "budget_tokens": 8192}, "max_tokens": 32000}
     # A provider/model string with a tier but no map: litellm's portable reasoning_effort.
     custom = model_for("custom", "model.name=openai/gpt-4o-mini", "++model.reasoning=low")
     assert request_fields(custom) == {"reasoning_effort": "low"}
@@ -128,3 +128,11 @@ def test_the_generic_preset_asks_for_its_name_and_endpoint():
         model_for("openai_compatible", "model.name=my-model")
     model = model_for("openai_compatible", "model.name=my-model", "model.base_url=http://127.0.0.1:9/v1")
     assert litellm_name(model) == "openai/my-model"
+
+
+def test_the_claude_preset_sends_max_tokens_only_with_thinking():
+    """mini-swe-agent sends no max_tokens (litellm's default); a thinking budget needs a larger max_tokens."""
+    assert "max_tokens" not in completion_kwargs(model_for("claude-sonnet-4-5"), environ={"ANTHROPIC_API_KEY": "k"})
+    for tier in ("low", "medium", "high"):
+        kwargs = completion_kwargs(model_for("claude-sonnet-4-5", f"model.reasoning={tier}"), environ={})
+        assert kwargs["max_tokens"] > kwargs["thinking"]["budget_tokens"]

@@ -4,6 +4,11 @@ A recipe names either `source: {path: DIR}` or `source: {git: URL, ref: REF, sub
 A git source is cloned into `$AGENTCOMPASS_CACHE_DIR/datasets/<hash of URL and ref>` (default
 `~/.cache/agentcompass`) the first time and reused after that, so pin `ref` to a tag or a
 commit: a branch is read once and not followed. Delete the cache directory to refresh it.
+
+A Hugging Face hub dataset (`source: {hf: NAME}`) is loaded by `datasets`; before that, one
+quick request tells whether the hub answers at all. When it does not (no network), the hub
+libraries are switched to offline mode, so the load reads the local cache or fails at once,
+instead of retrying with backoff for half a minute.
 """
 
 from __future__ import annotations
@@ -12,7 +17,10 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from agentcompass.errors import UserError
@@ -20,6 +28,7 @@ from agentcompass.formats.base import source_path
 from agentcompass.schema import Recipe
 
 CLONE_TIMEOUT_S = 1800
+HUB_PROBE_TIMEOUT_S = 5.0
 
 
 def cache_root() -> Path:
@@ -77,3 +86,33 @@ def run_git(args: list[str], url: str, ref: str) -> None:
         reason = lines[-1] if lines else f"git exited {done.returncode}"
         what = "clone" if "clone" in args else f"check out ref '{ref}' of"
         raise UserError(f"cannot {what} git source {url}: {reason}; check source.git and source.ref in the recipe")
+
+
+def hub_endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
+def offline_unless_hub_answers() -> bool:
+    """True when the hub is (now) in offline mode: set by the user, or because one quick request got
+    no answer at all. Any HTTP answer, an error status included, means the hub is reachable."""
+    if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        return True
+    try:
+        urllib.request.urlopen(urllib.request.Request(hub_endpoint(), method="HEAD"), timeout=HUB_PROBE_TIMEOUT_S)
+    except urllib.error.HTTPError:
+        return False
+    except (OSError, ValueError):  # refused, no route, DNS failure, timeout, a malformed HF_ENDPOINT
+        go_offline()
+        return True
+    return False
+
+
+def go_offline() -> None:
+    """Offline mode for huggingface_hub and datasets, also when they were imported already (they read it then)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        constants.HF_HUB_OFFLINE = True
+    config = sys.modules.get("datasets.config")
+    if config is not None:
+        config.HF_HUB_OFFLINE = config.HF_DATASETS_OFFLINE = True

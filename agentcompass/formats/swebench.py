@@ -333,7 +333,7 @@ def inject_asset_restore(eval_script: str, restore: list[str]) -> str:
 
 
 def model_name(trial: "TrialContext") -> str:
-    return trial.labels.get("model") or "agentcompass"
+    return trial.labels.get("model_name") or trial.labels.get("model") or "agentcompass"
 
 
 def fraction(outcomes: dict[str, list[str]]) -> float:

@@ -52,10 +52,15 @@ def read_hf_dataset(name: str, split: str) -> tuple[dict[str, Any], ...]:
     except ImportError as exc:
         raise UserError("loading SWE-bench from the Hugging Face hub needs `datasets`; "
                         "pip install 'agentcompass[swebench]' or pass --benchmark-params '{\"path\": FILE}'") from exc
+    from agentcompass.formats.sources import hub_endpoint, offline_unless_hub_answers
+
+    offline = not Path(name).exists() and offline_unless_hub_answers()
     try:
         dataset = load_dataset(name, split=split)
     except Exception as exc:  # network, auth, unknown split: all mean the source is unusable as given
-        raise UserError(f"cannot load dataset '{name}' split '{split}': {' '.join(str(exc).split())[:300]}; "
+        reason = (f"the hub ({hub_endpoint()}) did not answer or HF_HUB_OFFLINE is set, and it is not in the local cache"
+                  if offline else " ".join(str(exc).split())[:300])
+        raise UserError(f"cannot load dataset '{name}' split '{split}': {reason}; "
                         f"check the name and split, or pass a local file with --benchmark-params '{{\"path\": FILE}}'") from exc
     return tuple(dict(row) for row in dataset)
 

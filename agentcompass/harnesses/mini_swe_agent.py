@@ -3,14 +3,22 @@
 Its Environment protocol is served by our sandbox (whatever the provider), its litellm
 model by our model config (agentcompass.models). The run ends when a command's output
 starts with mini-swe-agent's submit line; what follows it is the submission. The
-trajectory is written atomically to the trial dir after every step, with the API key
-scrubbed. minisweagent and litellm load on first use only: they are slow to import.
+trajectory is written atomically to the trial dir after every step (`<task>.traj.json`,
+mini-swe-agent's shape, so its inspector opens it), with the API key scrubbed.
+
+Parity with mini-swe-agent's own SWE-bench runner: the prompt config's agent, model and
+environment sections are used as they are (commands run as the config's interpreter, with
+its env, cwd and timeout), its step and cost limits hold unless our settings name others,
+an unsubmitted exit hands over an empty submission, and a context-window overflow is the
+agent's exit, not an error. minisweagent and litellm load when the harness is built.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,7 +30,7 @@ from pydantic import Field
 
 from agentcompass.errors import AgentError, InfraError, TrialError, UserError
 from agentcompass.formats.sources import cache_root
-from agentcompass.models import Meter, completion_kwargs, import_litellm, key_env_name
+from agentcompass.models import Meter, completion_kwargs, import_litellm, key_hint, request_timeout
 from agentcompass.schema import Strict
 from agentcompass.task import AgentOutcome, Task
 
@@ -35,7 +43,10 @@ if TYPE_CHECKING:
 SUBMIT_LINE = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's end-of-run signal
 DEFAULT_COMMAND_TIMEOUT_S = 60.0
 EXIT_STATUSES = {"Submitted": "submitted", "LimitsExceeded": "limits_exceeded", "TimeExceeded": "timeout",
-                 "RepeatedFormatError": "format_error"}
+                 "RepeatedFormatError": "format_error", "ContextWindowExceededError": "context_window_exceeded"}
+# A prompt config whose submit command prints something after the submit line (the swebench
+# configs' `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt`) hands over that output.
+SUBMITS_OUTPUT = re.compile(SUBMIT_LINE + r"\s*&&")
 LITELLM_MODEL_CLASSES = ("litellm", "litellm_textbased", "litellm_response")  # what MeteredModel can wrap
 MINI_KEY_HINT = " You can permanently set your API key with `mini-extra config set KEY VALUE`."
 _import_lock = threading.Lock()
@@ -74,20 +85,38 @@ def scrub(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
 
+class ModelCallAbandoned(InfraError):
+    """The run is stopping: the model call in flight is abandoned and not retried."""
+
+
 class MeteredModel:
-    """Mixed into a mini-swe-agent litellm model class: times requests and prices replies our way."""
+    """Mixed into a mini-swe-agent litellm model class: times requests, prices replies our way,
+    bounds each request (connect and total timeouts) and stops retrying once the run stops."""
 
     meter: Meter
+    stopping: threading.Event
+    timeout: Any  # litellm's `timeout` (agentcompass.models.request_timeout)
 
     def _query(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+        if self.stopping.is_set():
+            raise ModelCallAbandoned("interrupted")
         start = time.monotonic()
         try:
-            return super()._query(messages, **kwargs)  # type: ignore[misc]
+            bounded = {} if "timeout" in self.config.model_kwargs else {"timeout": self.timeout}  # type: ignore[attr-defined]
+            return super()._query(messages, **{**bounded, **kwargs})  # type: ignore[misc]
+        except Exception as exc:
+            if self.stopping.is_set():  # a failure after Ctrl-C: no "Retrying in 60 seconds"
+                raise ModelCallAbandoned("interrupted") from exc
+            self.meter.failed()
+            raise
         finally:
             self.meter.waited(time.monotonic() - start)
 
     def _calculate_cost(self, response: Any) -> dict[str, float]:
-        return {"cost": self.meter.charge(response)}
+        """What DefaultAgent's cost_limit sees: only what the reply is billed per token (an hourly
+        rate's share depends on queueing, so it counts in usage but never stops the agent)."""
+        cost = self.meter.charge(response)
+        return {"cost": 0.0 if self.meter.hourly else cost}
 
     def serialize(self) -> dict[str, Any]:
         data = super().serialize()  # type: ignore[misc]
@@ -98,19 +127,45 @@ class MeteredModel:
 
 
 class TrialSavingAgent:
-    """Mixed into DefaultAgent: `save` (called after every step) writes trajectory.json atomically."""
+    """Mixed into DefaultAgent: `save` (called after every step) writes the trajectory atomically,
+    in the shape mini-swe-agent's SWE-bench runner writes (`instance_id` included) plus our fields."""
 
     write_trajectory: Callable[[dict[str, Any]], None]
+    trajectory_fields: dict[str, Any]
 
     def save(self, path: Path | None, *extra_dicts: dict[str, Any]) -> dict[str, Any]:
-        data = self.serialize(*extra_dicts)  # type: ignore[attr-defined]
+        data = self.serialize(*extra_dicts, self.trajectory_fields)  # type: ignore[attr-defined]
         self.write_trajectory(data)
         return data
 
 
 @cache
 def trial_model_class(base: type) -> type:
-    return type(f"Metered{base.__name__}", (MeteredModel, base), {})
+    # mini-swe-agent's retry loop gives up at once on these; ours joins them.
+    aborts = [*getattr(base, "abort_exceptions", []), ModelCallAbandoned]
+    return type(f"Metered{base.__name__}", (MeteredModel, base), {"abort_exceptions": aborts})
+
+
+def run_abandonably(work: Callable[[], Any], stopping: threading.Event) -> Any:
+    """`work()` in a daemon thread, so that on Ctrl-C the trial returns at once: a model call in
+    flight, or mini-swe-agent's sleep between retries, cannot hold the run (the thread dies with it)."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # handed to the trial's thread, which raises it
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="mini-swe-agent", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        if stopping.wait(0.2):
+            raise ModelCallAbandoned("interrupted")
+        thread.join(0.05)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 @cache
@@ -130,19 +185,30 @@ class SandboxEnvironment:
     timeout_s: float
     deadline: float  # time.monotonic() after which no command may run on
     log: Callable[[str], None]
+    interpreter: list[str] = field(default_factory=list)  # e.g. ["bash", "-c"]; empty: the sandbox's shell
     system_vars: dict[str, str] = field(default_factory=dict)
 
     @property
     def config(self) -> dict[str, Any]:
-        return {"cwd": self.cwd, "env": self.env, "timeout": self.timeout_s}
+        return {"cwd": self.cwd, "env": self.env, "timeout": self.timeout_s, "interpreter": self.interpreter}
+
+    def command_line(self, command: str) -> tuple[str, dict[str, str]]:
+        """The text the sandbox's shell runs, and the environment it gets. One stream, in order, as
+        mini-swe-agent's own environments give it (stderr into stdout). With an interpreter, that shell
+        only hands over: the interpreter alone gets the config's env, so BASH_ENV (the image's
+        `conda activate`) is sourced once, by the shell that runs the command, as under `docker exec`."""
+        if not self.interpreter:
+            return f"exec 2>&1\n{command}", self.env
+        assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in self.env.items())
+        return f"exec 2>&1\nexec env {assignments} {shlex.join([*self.interpreter, command])}", {}
 
     def execute(self, action: dict[str, Any], cwd: str = "", *, timeout: float | None = None) -> dict[str, Any]:
         from minisweagent.exceptions import Submitted
 
         command = action.get("command", "")
         limit = max(1.0, min(timeout or self.timeout_s, self.deadline - time.monotonic()))
-        # One stream, in order, as mini-swe-agent's own environments give it (stderr into stdout).
-        result = self.sandbox.exec(f"exec 2>&1\n{command}", cwd=cwd or self.cwd, env=self.env, timeout=limit)
+        text, env = self.command_line(command)
+        result = self.sandbox.exec(text, cwd=cwd or self.cwd, env=env, timeout=limit)
         output = {"output": result.stdout + result.stderr, "returncode": result.exit_code, "exception_info": ""}
         if result.timed_out:
             output["returncode"] = -1
@@ -178,11 +244,12 @@ class MiniSweAgentHarness:
 
     class Settings(Strict):
         prompt_config: str = "mini"  # a built-in mini-swe-agent config name or a YAML path
-        step_limit: int = Field(250, ge=0)  # model calls per trial; 0 = no limit
-        cost_limit: float = Field(3.0, ge=0)  # USD per trial; 0 = no limit
+        step_limit: int | None = Field(None, ge=0)  # model calls per trial; 0 = no limit; default: the config's
+        cost_limit: float | None = Field(None, ge=0)  # USD billed per token per trial; 0 = no limit; default: the config's
         wall_time_limit_s: float | None = Field(None, gt=0)  # default: the task's agent timeout
         command_timeout_s: float | None = Field(None, gt=0)  # default: the prompt config's, else 60
         env: dict[str, str] = Field(default_factory=dict)  # added to every command's environment
+        submission: bool | None = None  # hand over the submitted text; default: when the config's submit command prints one
 
     def __init__(self, **settings: Any) -> None:
         self.settings = self.Settings.model_validate(settings)
@@ -191,65 +258,91 @@ class MiniSweAgentHarness:
         if model_class not in LITELLM_MODEL_CLASSES:
             raise UserError(f"mini_swe_agent prompt_config '{self.settings.prompt_config}' asks for model_class "
                             f"'{model_class}'; supported: {', '.join(LITELLM_MODEL_CLASSES)}")
+        # Imported here, in the main thread, not in a trial: a slow import there would hold up Ctrl-C.
+        import_litellm()  # before minisweagent's model module imports it: the offline price-map setting holds
+        from minisweagent.models import get_model_class
+
+        self.model_base = get_model_class("", model_class)
+        trial_agent_class()
+        templates = " ".join(str(v) for v in self.prompt["agent"].values())
+        self.submits = self.settings.submission if self.settings.submission is not None else bool(
+            SUBMITS_OUTPUT.search(templates))
 
     def run(
         self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
     ) -> AgentOutcome:
-        import_minisweagent()
         kwargs = completion_kwargs(model)
         secret = kwargs.get("api_key")
         meter = Meter(model)
         wall_s = self.settings.wall_time_limit_s or task.agent_timeout_s or 0
         lm = self._model(meter, kwargs)
+        lm.stopping, lm.timeout = trial.stopping, request_timeout(model)
         env = self._environment(task, sandbox, trial, secret, wall_s)
-        agent_cfg = {**self.prompt["agent"], "step_limit": self.settings.step_limit,
-                     "cost_limit": self.settings.cost_limit, "wall_time_limit_seconds": int(wall_s), "output_path": None}
-        agent = trial_agent_class()(lm, env, **agent_cfg)
+        agent = trial_agent_class()(lm, env, **self.agent_config(wall_s))
+        agent.trajectory_fields = {"instance_id": task.id, "agentcompass": {
+            "task_id": task.id, "attempt": trial.attempt, "run_name": trial.run_name, "model": model.name,
+            "labels": trial.labels, "usage": meter.usage}}
         agent.write_trajectory = lambda data: trial.write(
-            "trajectory.json", scrub(json.dumps(data, indent=2, default=str), secret))
+            f"{task.id}.traj.json", scrub(json.dumps(data, indent=2, default=pydantic_default), secret))
         try:
-            info = agent.run(task.instruction)
+            info = run_abandonably(lambda: agent.run(task.instruction), trial.stopping)
         except TrialError as exc:
             exc.usage = meter.usage
             raise
         except Exception as exc:
-            error = classify(exc, model, secret)
-            error.usage = meter.usage  # tokens spent before the failure still cost money
-            raise error from None
+            if not isinstance(exc, import_litellm().exceptions.ContextWindowExceededError):
+                error = classify(exc, model, secret)
+                error.usage = meter.usage  # every token spent, failed tries included, is paid for
+                raise error from None
+            # As mini-swe-agent's runner: the agent's own exit with nothing submitted, graded as such.
+            info = {"exit_status": type(exc).__name__, "submission": "", "exception_str": str(exc)}
         raw_status = str(info.get("exit_status", ""))
+        submitted = str(info.get("submission") or "") if raw_status == "Submitted" else ""
         return AgentOutcome(
             exit_status=EXIT_STATUSES.get(raw_status, raw_status.lower() or "completed"),
-            submission=info.get("submission") or None,
+            submission=submitted if self.submits else None,
             usage=meter.usage,
             message=scrub(str(info.get("exception_str") or ""), secret)[:500],
         )
 
+    def agent_config(self, wall_s: float) -> dict[str, Any]:
+        """The prompt config's agent section; our limits only where set (the config's step and cost
+        limits hold otherwise, as in mini-swe-agent's runner)."""
+        config = {**self.prompt["agent"], "wall_time_limit_seconds": int(wall_s), "output_path": None}
+        for key in ("step_limit", "cost_limit"):
+            if getattr(self.settings, key) is not None:
+                config[key] = getattr(self.settings, key)
+        return config
+
     def _model(self, meter: Meter, kwargs: dict[str, Any]) -> Any:
         """The prompt config's litellm model class, metered, with our endpoint, key and tier fields."""
-        import_litellm()  # before minisweagent's model module imports it: the offline price-map setting holds
-        from minisweagent.models import get_model_class
-
         model_cfg = {k: v for k, v in (self.prompt.get("model") or {}).items() if k not in ("model_class", "model_name")}
-        base = get_model_class(meter.name, (self.prompt.get("model") or {}).get("model_class") or "litellm")
         model_cfg["model_kwargs"] = {**(model_cfg.get("model_kwargs") or {}), **kwargs}
         model_cfg["cost_tracking"] = "ignore_errors"  # pricing is ours (Meter): an unpriced model is no error
-        if meter.name.startswith("anthropic/"):
+        if any(s in meter.name.lower() for s in ("anthropic", "sonnet", "opus", "claude")):
             model_cfg.setdefault("set_cache_control", "default_end")  # as mini-swe-agent's get_model does
-        lm = trial_model_class(base)(model_name=meter.name, **model_cfg)
+        lm = trial_model_class(self.model_base)(model_name=meter.name, **model_cfg)
         lm.meter = meter
         return lm
 
     def _environment(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", secret: str | None,
                      wall_s: float) -> SandboxEnvironment:
         env_cfg = self.prompt.get("environment") or {}
+        cwd = str(env_cfg.get("cwd") or task.workdir)
         env = SandboxEnvironment(
-            sandbox, task.workdir, {**(env_cfg.get("env") or {}), **self.settings.env},
+            sandbox, cwd, {**(env_cfg.get("env") or {}), **self.settings.env},
             self.settings.command_timeout_s or float(env_cfg.get("timeout") or DEFAULT_COMMAND_TIMEOUT_S),
             deadline=time.monotonic() + (wall_s or float("inf")),
             log=lambda text: trial.append("agent.log", scrub(text, secret)),
+            interpreter=[str(part) for part in env_cfg.get("interpreter") or []],
         )
-        env.system_vars = sandbox_system_vars(sandbox, task.workdir)
+        env.system_vars = sandbox_system_vars(sandbox, cwd)
         return env
+
+
+def pydantic_default(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else str(value)
 
 
 def classify(exc: Exception, model: "ModelConfig", secret: str | None) -> TrialError:
@@ -259,12 +352,8 @@ def classify(exc: Exception, model: "ModelConfig", secret: str | None) -> TrialE
     detail = scrub(" ".join(str(getattr(exc, "message", None) or exc).replace(MINI_KEY_HINT, "").split()), secret)[:500]
     where = f" at {model.base_url}" if model.base_url else ""
     if isinstance(exc, errors.AuthenticationError):
-        env_name = key_env_name(model)
-        return AgentError(
-            f"the model endpoint{where} rejected the API key (HTTP 401) for '{model.name}': {detail}; "
-            f"pass --model-api-key, set model.api_key in a private --config"
-            + (f", or set {env_name}" if env_name else "")
-        )
+        return AgentError(f"the model endpoint{where} rejected the API key (HTTP 401) for '{model.name}': {detail}; "
+                          f"{key_hint(model)}")
     outage = (errors.APIConnectionError, errors.Timeout, errors.RateLimitError, errors.ServiceUnavailableError,
               errors.InternalServerError, errors.BadGatewayError)
     if isinstance(exc, outage):
