@@ -19,6 +19,11 @@ class InfraError(TrialError):
     """The environment failed (sandbox, image, network): retried with backoff."""
 
 
+class SandboxLost(InfraError):
+    """The sandbox died under the trial (killed, removed, terminated from outside): never the
+    agent's or the task's verdict, so the trial is retried like any infra failure."""
+
+
 class AgentError(TrialError):
     category = "agent"
     retryable = False
