@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
+import structlog
 
-from agentcompass.errors import UserError
+from agentcompass.errors import InfraError, SandboxLost, UserError
 from agentcompass.providers.local import REMOVER, LocalProvider
-from agentcompass.sandbox import SandboxSpec
+from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, TRUNCATION_MARK, SandboxSpec
 
 HAS_BWRAP = shutil.which("bwrap") is not None
 ISOLATIONS = ["none", pytest.param("bwrap", marks=pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed"))]
@@ -154,3 +159,156 @@ def test_bwrap_requested_without_bubblewrap(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(UserError, match="bubblewrap"):
         LocalProvider(isolation="bwrap")
+
+
+# -- deadlines that hold, output capped while read, nothing outlives the runner (issue 17.6) --------
+
+DETACHERS = {
+    # setsid: a new session, so killing the command's process group misses it; it keeps the pipes.
+    "setsid": "setsid sleep {tag}1 & echo started",
+    # a daemon: double fork, new session, pipes closed, so nothing ties it to the command any more.
+    "daemon": "(setsid bash -c 'sleep {tag}2' </dev/null >/dev/null 2>&1 &) ; echo started",
+}
+
+
+def unique_sleep(test: int) -> str:
+    """A sleep of about 15 s whose argv no other test or process shares (ps finds it by that)."""
+    return f"15.{test}{os.getpid()}{threading.get_ident() % 1000}{time.monotonic_ns() % 1000}"
+
+
+def running(args: str) -> bool:
+    return any(line.strip() == args for line in os.popen("ps -eo args").read().splitlines())
+
+
+def gone_within(args: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while running(args) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(args)
+
+
+@pytest.mark.parametrize("how", sorted(DETACHERS))
+def test_timeout_holds_and_kills_processes_however_they_detached(sandbox, how):
+    tag = unique_sleep(1)
+    start = time.monotonic()
+    result = sandbox.exec(DETACHERS[how].format(tag=tag) + "; sleep 60", timeout=2)
+    took = time.monotonic() - start
+    assert result.timed_out and result.exit_code == 124
+    assert took < 3.5, f"timeout 2 s took {took:.1f} s"
+    assert "started" in result.stdout
+    sleep_args = f"sleep {tag}{'1' if how == 'setsid' else '2'}"
+    assert gone_within(sleep_args, 2), f"{sleep_args!r} survived the timeout"
+
+
+@pytest.mark.parametrize("how", sorted(DETACHERS))
+def test_a_command_that_leaves_a_daemon_returns_when_it_ends(sandbox, how):
+    tag = unique_sleep(2)
+    start = time.monotonic()
+    result = sandbox.exec(DETACHERS[how].format(tag=tag), timeout=30)
+    took = time.monotonic() - start
+    assert result.exit_code == 0 and not result.timed_out and result.stdout.strip() == "started"
+    assert took < 2.5, f"a command that ended at once took {took:.1f} s: it waited for the daemon's pipes"
+    sleep_args = f"sleep {tag}{'1' if how == 'setsid' else '2'}"
+    assert gone_within(sleep_args, 2), "every process a command starts ends with it"
+
+
+RUNNER = """
+import json, resource, sys, threading
+from agentcompass.providers.local import LocalProvider
+from agentcompass.sandbox import SandboxSpec
+box = LocalProvider(isolation=sys.argv[1], root=sys.argv[2]).open(SandboxSpec(name="t"))
+result = box.exec(sys.argv[3], timeout=120)
+print(json.dumps({"exit_code": result.exit_code, "stdout_len": len(result.stdout), "stderr_len": len(result.stderr),
+                  "tail": result.stdout[-80:], "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_output_is_capped_while_it_is_read(tmp_path, isolation):
+    # 400 MB on stdout and 20 MB on stderr; a runner that buffers it all peaks at hundreds of MiB.
+    cmd = "head -c 20000000 /dev/zero >&2; head -c 400000000 /dev/zero | tr '\\0' x"
+    done = subprocess.run([sys.executable, "-c", RUNNER, isolation, str(tmp_path), cmd],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["exit_code"] == 0
+    assert report["stdout_len"] == DEFAULT_OUTPUT_CAP + len(TRUNCATION_MARK)
+    assert report["tail"].endswith(TRUNCATION_MARK) and report["tail"].startswith("x")
+    assert report["stderr_len"] == DEFAULT_OUTPUT_CAP + len(TRUNCATION_MARK)
+    assert report["peak_rss_kib"] < 150 * 1024, f"peak RSS {report['peak_rss_kib'] // 1024} MiB"
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_sandbox_processes_die_with_the_runner(tmp_path, isolation):
+    tag = unique_sleep(3)
+    cmd = (f"setsid sleep {tag}1 & (setsid bash -c 'sleep {tag}2' </dev/null >/dev/null 2>&1 &); "
+           f"sleep {tag}3 & wait")
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER, isolation, str(tmp_path / "ws"), cmd])
+    try:
+        deadline = time.monotonic() + 30
+        while not all(running(f"sleep {tag}{n}") for n in (1, 2, 3)):
+            assert time.monotonic() < deadline and runner.poll() is None, "the command never started its sleeps"
+            time.sleep(0.05)
+    finally:
+        runner.kill()  # SIGKILL: no cleanup code of the runner runs
+        runner.wait()
+    for n in (1, 2, 3):
+        assert gone_within(f"sleep {tag}{n}", 5), f"'sleep {tag}{n}' outlived the runner's SIGKILL"
+
+
+# -- a sandbox lost under the trial is an infra error; the command's own end is its own (issue 8.3) --
+
+def start_in_thread(box, cmd: str) -> tuple[threading.Thread, dict]:
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = box.exec(cmd, timeout=60)
+        except Exception as exc:  # noqa: BLE001 - the test inspects what was raised
+            outcome["error"] = exc
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not box._commands and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # let bwrap set the namespace up
+    return thread, outcome
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed")
+def test_a_sandbox_killed_from_outside_is_sandbox_lost(tmp_path):
+    box = LocalProvider(isolation="bwrap", root=str(tmp_path)).open(SandboxSpec(name="t"))
+    try:
+        thread, outcome = start_in_thread(box, "sleep 30")
+        (command,) = box._commands
+        # Another process kills the sandbox's process group, as an OOM killer or an operator would.
+        # (Not with procps' `kill -KILL -PGID`: some versions read that as -1, every process.)
+        assert command.proc.pid > 1
+        subprocess.run([sys.executable, "-c", "import os, signal, sys; os.killpg(int(sys.argv[1]), signal.SIGKILL)",
+                        str(command.proc.pid)], check=True)
+        thread.join(10)
+        assert isinstance(outcome.get("error"), SandboxLost), outcome
+        assert isinstance(outcome["error"], InfraError)  # retried like any infra failure
+        own = box.exec("kill -KILL $$")  # the command killing itself is its own exit status
+        assert own.exit_code == 128 + signal.SIGKILL and not own.timed_out
+        timed = box.exec("sleep 30", timeout=1)  # our timeout is a timeout, not a lost sandbox
+        assert timed.timed_out and timed.exit_code == 124
+    finally:
+        box.close()
+
+
+def test_a_vanished_workspace_is_sandbox_lost(sandbox):
+    shutil.rmtree(sandbox.workspace)
+    with pytest.raises(SandboxLost, match="vanished"):
+        sandbox.exec("true")
+    with pytest.raises(SandboxLost):
+        sandbox.download("/logs/verifier", sandbox.workspace.parent / "out")
+
+
+def test_a_failed_workspace_removal_is_logged_with_its_path(tmp_path):
+    blocker = tmp_path / "not-a-dir"  # rmtree of a file fails
+    blocker.write_text("x")
+    with structlog.testing.capture_logs() as logs:
+        REMOVER.remove(blocker)
+        REMOVER.drain()
+    assert [entry["path"] for entry in logs if entry["log_level"] == "warning"] == [str(blocker)]

@@ -65,15 +65,23 @@ class WorkspaceRemover:
         while True:
             path = self._queue.get()
             try:
-                shutil.rmtree(path, onerror=self._report)
+                self._remove(path)
             finally:
                 self._queue.task_done()
 
     @staticmethod
-    def _report(function: object, failed: str, exc_info: tuple) -> None:
-        if isinstance(exc_info[1], FileNotFoundError):
-            return  # already gone (a second close), which is what we wanted
-        log.warning("cannot remove a closed workspace; delete it by hand", path=str(failed), error=str(exc_info[1]))
+    def _remove(path: Path) -> None:
+        failures: list[tuple[str, BaseException]] = []
+
+        def record(function: object, failed: str, exc_info: tuple) -> None:
+            if not isinstance(exc_info[1], FileNotFoundError):  # already gone (a second close) is the goal
+                failures.append((failed, exc_info[1]))
+
+        shutil.rmtree(path, onerror=record)
+        if failures:
+            failed, error = failures[0]
+            log.warning("cannot remove a closed workspace; delete it by hand", path=str(path), failed=failed,
+                        error=str(error), failures=len(failures))
 
     def drain(self) -> None:
         self._queue.join()
