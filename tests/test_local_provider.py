@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ import structlog
 from agentcompass.errors import InfraError, SandboxLost, UserError
 from agentcompass.providers.local import REMOVER, LocalProvider
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, TRUNCATION_MARK, SandboxSpec
+from conftest import IN_CI
+from harbor_factory import make_recipe, make_task
 
 HAS_BWRAP = shutil.which("bwrap") is not None
 ISOLATIONS = ["none", pytest.param("bwrap", marks=pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed"))]
@@ -312,3 +315,96 @@ def test_a_failed_workspace_removal_is_logged_with_its_path(tmp_path):
         REMOVER.remove(blocker)
         REMOVER.drain()
     assert [entry["path"] for entry in logs if entry["log_level"] == "warning"] == [str(blocker)]
+
+
+# -- the local sandbox keeps the user's secrets out (issue 8.7) -------------------------------------
+
+ESCAPE_SOLUTION = """\
+r=/logs/verifier/escape-report.txt
+attempt() {{ echo "attempt $1" >> $r; }}
+for f in {secrets}; do attempt "read $f"; cat "$f" >> $r 2>&1 && echo "read: $f" >> $r; done
+for d in {writable}; do attempt "write $d"; echo x > "$d/escape.txt" 2>> $r && echo "wrote: $d" >> $r; done
+attempt network; (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>> $r && echo "network: connected" >> $r
+attempt signal; kill -TERM {victim} 2>> $r && echo "signal: delivered" >> $r
+true
+"""
+
+
+@pytest.mark.skipif(not HAS_BWRAP and not IN_CI, reason="bubblewrap not installed")
+def test_a_task_cannot_read_secrets_write_outside_reach_the_network_or_signal_the_host(cli, tmp_path):
+    token = f"SECRET-{uuid.uuid4().hex}"
+    scratch = Path(tempfile.mkdtemp(prefix="agentcompass-escape-", dir="/var/tmp"))  # not /tmp: that is private anyway
+    home, listed, outside = scratch / "home", scratch / "listed", scratch / "outside"
+    for folder in (home / ".config" / "x", listed, outside):
+        folder.mkdir(parents=True)
+    secrets = [home / ".config" / "x" / "creds.json", listed / "token.txt"]
+    root_secret = Path("/root/.config") / f"agentcompass-test-{uuid.uuid4().hex}" / "creds.json"
+    if os.geteuid() == 0:  # root's own home is hidden too, whatever $HOME says
+        secrets.append(root_secret)
+    for secret in secrets:
+        secret.parent.mkdir(parents=True, exist_ok=True)
+        secret.write_text(json.dumps({"token": token}))
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    accepted: list[object] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                pass
+    acceptor = threading.Thread(target=accept)
+    acceptor.start()
+    victim = subprocess.Popen(["sleep", "300"])
+    try:
+        data = tmp_path / "data"
+        task = make_task(data, "escape", test="echo 1 > /logs/verifier/reward.txt", solve=ESCAPE_SOLUTION.format(
+            secrets=" ".join(map(str, secrets)), writable=f"{outside} {home}", port=server.getsockname()[1],
+            victim=victim.pid))
+        with (task / "task.toml").open("a") as toml:
+            toml.write("allow_internet = false\n")  # the [environment] table is the file's last
+        make_recipe(tmp_path / "conf", "escape", data)
+        done = cli("run", "escape", "oracle", "none", "--config-dir", str(tmp_path / "conf"),
+                   "--env-params", json.dumps({"isolation": "bwrap", "hide": [str(listed)]}),
+                   "--results-dir", str(tmp_path / "r"), "--run-name", "e", env={"HOME": str(home)})
+        assert done.returncode == 0, done.stderr
+        attempt = tmp_path / "r" / "e" / "escape__oracle__none__local" / "tasks" / "escape" / "attempt-1"
+        report = (attempt / "verifier" / "escape-report.txt").read_text()
+        victim_alive = victim.poll() is None
+        wrote = [d for d in (outside, home) if (d / "escape.txt").exists()]
+    finally:
+        stop.set()
+        acceptor.join()
+        server.close()
+        victim.kill()
+        victim.wait()
+        shutil.rmtree(scratch)
+        shutil.rmtree(root_secret.parent, ignore_errors=True)
+    # The script ran every attempt (so the checks below are about the sandbox, not a broken script)...
+    assert report.count("attempt ") == len(secrets) + 2 + 2, report
+    # ...and each failed, seen from the host where it matters.
+    assert "read: " not in report and token not in report, report
+    leaked = [p for p in (tmp_path / "r").rglob("*") if p.is_file() and token in p.read_text(errors="replace")]
+    assert not leaked, leaked
+    assert wrote == [], report
+    assert accepted == [], report
+    assert "network: connected" not in report
+    assert victim_alive and "signal: delivered" not in report, report
+
+
+@pytest.mark.parametrize("params, complaint", [
+    ({"isolation": "none", "hide": ["/srv/secrets"]}, "hides nothing"),
+    ({"hide": ["relative/path"]}, "not an absolute path"),
+    ({"hide": ["/"]}, "whole host"),
+])
+def test_bad_hide_settings_are_one_line_user_errors(cli, tmp_path, params, complaint):
+    if params.get("isolation") != "none" and not HAS_BWRAP:
+        pytest.skip("the hide list is read only when bubblewrap isolates")
+    done = cli("run", "demo", "oracle", "none", "--env-params", json.dumps(params), "--results-dir", str(tmp_path / "r"))
+    assert done.returncode == 2, done.stderr
+    assert complaint in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "r").exists()
