@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import make_venv
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -20,16 +22,7 @@ def test_wheel_install_runs_the_demo_from_another_directory(tmp_path):
     assert built.returncode == 0, built.stderr
     (wheel,) = wheels.glob("agentcompass-*.whl")
     venv = tmp_path / "venv"
-    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True)
-    assert made.returncode == 0, made.stderr
-    python = venv / "bin" / "python"
-    # The dependencies come from the environment running these tests (a venv or not), listed in a .pth
-    # file: `--system-site-packages` would show the base interpreter's packages, not an outer venv's.
-    # Paths a .pth lists are not scanned for .pth files, so an editable agentcompass there stays out.
-    site_dir = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    outer = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-    (Path(site_dir) / "outer-environment.pth").write_text("\n".join(outer) + "\n")
+    python = make_venv(venv)  # the dependencies come from this environment, agentcompass from the wheel
     installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
                                capture_output=True, text=True, env=clean_env)
     assert installed.returncode == 0, installed.stderr

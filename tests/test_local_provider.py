@@ -21,7 +21,7 @@ import structlog
 from agentcompass.errors import InfraError, SandboxLost, UserError
 from agentcompass.providers.local import REMOVER, LocalProvider
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, TRUNCATION_MARK, SandboxSpec
-from conftest import IN_CI
+from conftest import IN_CI, REPO, make_venv
 from harbor_factory import make_recipe, make_task
 
 HAS_BWRAP = shutil.which("bwrap") is not None
@@ -222,7 +222,7 @@ from agentcompass.sandbox import SandboxSpec
 box = LocalProvider(isolation=sys.argv[1], root=sys.argv[2]).open(SandboxSpec(name="t"))
 result = box.exec(sys.argv[3], timeout=120)
 print(json.dumps({"exit_code": result.exit_code, "stdout_len": len(result.stdout), "stderr_len": len(result.stderr),
-                  "tail": result.stdout[-80:], "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "tail": result.stdout[-300:], "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
 
 
@@ -257,6 +257,30 @@ def test_sandbox_processes_die_with_the_runner(tmp_path, isolation):
         runner.wait()
     for n in (1, 2, 3):
         assert gone_within(f"sleep {tag}{n}", 5), f"'sleep {tag}{n}' outlived the runner's SIGKILL"
+
+
+# -- the interpreter a user runs from stays visible, wherever it lives (issue 8.1) -------------------
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed")
+@pytest.mark.parametrize("where", ["/tmp", "$HOME"])
+def test_the_python_environment_agentcompass_runs_from_is_visible(tmp_path, where):
+    scratch = Path(tempfile.mkdtemp(prefix="agentcompass-venv-", dir="/tmp" if where == "/tmp" else "/var/tmp"))
+    home = scratch if where == "$HOME" else Path(os.environ.get("HOME", "/root"))
+    try:
+        (scratch / ".secret").write_text("x")
+        python = make_venv(scratch / "venv", with_pip=False)
+        # The sandbox runs the venv's interpreter by its path, as a task pointed at $PYTHON does.
+        cmd = f"{python} -c 'import sys; print(sys.prefix)' && ls -A {scratch}"
+        done = subprocess.run([str(python), "-c", RUNNER, "bwrap", str(tmp_path / "ws"), cmd], capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO), "HOME": str(home)})
+    finally:
+        shutil.rmtree(scratch)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["exit_code"] == 0, report
+    prefix, *listing = report["tail"].split()
+    assert prefix == str(scratch / "venv")
+    assert ".secret" not in listing  # /tmp is the sandbox's own, $HOME is hidden: only the venv shows
 
 
 # -- a sandbox lost under the trial is an infra error; the command's own end is its own (issue 8.3) --
