@@ -154,7 +154,7 @@ class Command:
         timed_out = False
         drain_until: float | None = None  # set once the command ended (or was killed) and its processes too
         try:
-            while drain_until is None or any(key.fd in kept for key in selector.get_map().values()):
+            while True:
                 now = time.monotonic()
                 if drain_until is None and (self._ended() or (deadline is not None and now >= deadline)):
                     timed_out = not self._ended()
@@ -163,6 +163,9 @@ class Command:
                     else:
                         self._kill_all()  # whatever it left behind ends with it
                     drain_until = now + DRAIN_AFTER_END_S
+                reading = any(key.fd in kept for key in selector.get_map().values())
+                if drain_until is not None and not reading:
+                    break
                 if drain_until is not None and now >= drain_until:
                     break  # a process we could not find holds the pipes: stop listening to it
                 limit = drain_until if drain_until is not None else deadline
