@@ -432,3 +432,42 @@ def test_bad_hide_settings_are_one_line_user_errors(cli, tmp_path, params, compl
     assert done.returncode == 2, done.stderr
     assert complaint in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (tmp_path / "r").exists()
+
+
+# -- a trial whose solution leaves a daemon ends on time, and Ctrl-C ends the run (issue 17.6) -------
+
+def run_daemon_task(tmp_path: Path, isolation: str, agent_timeout: float, tag: str) -> list[str]:
+    data = tmp_path / "data"
+    make_task(data, "daemon", solve=f"setsid sleep {tag} & sleep 60", test="echo 1 > /logs/verifier/reward.txt",
+              agent_timeout=agent_timeout)
+    make_recipe(tmp_path / "conf", "daemons", data)
+    return [sys.executable, "-m", "agentcompass", "run", "daemons", "oracle", "none", "--config-dir",
+            str(tmp_path / "conf"), "--env-params", json.dumps({"isolation": isolation}),
+            "--results-dir", str(tmp_path / "r"), "--run-name", "d"]
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_solution_that_leaves_a_daemon_ends_within_its_agent_timeout(tmp_path, isolation):
+    tag = unique_sleep(4)
+    done = subprocess.run(run_daemon_task(tmp_path, isolation, 2, tag), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (row,) = [json.loads(line) for line in (tmp_path / "r" / "d" / "daemons__oracle__none__local" / "trials.jsonl")
+              .read_text().splitlines()]
+    assert row["timings"]["agent"] < 2 + 1.5, row
+    assert gone_within(f"sleep {tag}", 2)
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_ctrl_c_ends_a_run_whose_solution_left_a_daemon(tmp_path, isolation):
+    tag = unique_sleep(5)
+    run = subprocess.Popen(run_daemon_task(tmp_path, isolation, 60, tag), stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not running(f"sleep {tag}"):
+        assert time.monotonic() < deadline and run.poll() is None, "the solution never started its daemon"
+        time.sleep(0.05)
+    start = time.monotonic()
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 130, stderr
+    assert time.monotonic() - start < 5, f"Ctrl-C took {time.monotonic() - start:.1f} s"
+    assert gone_within(f"sleep {tag}", 2)
