@@ -136,6 +136,8 @@ class Command:
         process group id we kill) cannot be reused until we are done."""
         if self.proc.returncode is not None:
             return True
+        if not hasattr(os, "waitid"):  # macOS
+            return self.proc.poll() is not None
         try:
             return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
         except ChildProcessError:
@@ -164,10 +166,9 @@ class Command:
                         self._kill_all()  # whatever it left behind ends with it
                     drain_until = now + DRAIN_AFTER_END_S
                 reading = any(key.fd in kept for key in selector.get_map().values())
-                if drain_until is not None and not reading:
+                # Past drain_until, a process we could not find holds the pipes: stop listening to it.
+                if drain_until is not None and (not reading or now >= drain_until):
                     break
-                if drain_until is not None and now >= drain_until:
-                    break  # a process we could not find holds the pipes: stop listening to it
                 limit = drain_until if drain_until is not None else deadline
                 limits = [] if limit is None else [limit - now]
                 if pidfd is None:
