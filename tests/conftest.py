@@ -66,3 +66,19 @@ def base_image(docker_engine: None) -> str:
         if built.returncode != 0:
             skip_or_fail(f"cannot build {BASE_IMAGE}: {built.stderr[-500:]}")
     return BASE_IMAGE
+
+
+def make_venv(path: Path, with_pip: bool = True) -> Path:
+    """A fresh venv that sees this test environment's packages (a venv or not) and returns its python.
+
+    They are listed in a .pth file: `--system-site-packages` would show the base interpreter's
+    packages, not an outer venv's; and paths a .pth lists are not scanned for .pth files, so an
+    editable agentcompass installed there stays out."""
+    subprocess.run([sys.executable, "-m", "venv", *([] if with_pip else ["--without-pip"]), str(path)],
+                   check=True, capture_output=True)
+    python = path / "bin" / "python"
+    site_dir = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    outer = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    (Path(site_dir) / "outer-environment.pth").write_text("\n".join(outer) + "\n")
+    return python

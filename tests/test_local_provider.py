@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+import structlog
 
-from agentcompass.errors import UserError
-from agentcompass.providers.local import REMOVER, LocalProvider
-from agentcompass.sandbox import SandboxSpec
+from agentcompass.errors import InfraError, SandboxLost, UserError
+from agentcompass.providers.local import REMOVER, LocalProvider, python_environment
+from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, TRUNCATION_MARK, SandboxSpec
+from conftest import IN_CI, REPO, make_venv
+from harbor_factory import make_recipe, make_task
 
 HAS_BWRAP = shutil.which("bwrap") is not None
 ISOLATIONS = ["none", pytest.param("bwrap", marks=pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed"))]
@@ -117,7 +125,10 @@ def test_bwrap_blocks_writes_outside_the_workspace(tmp_path):
     assert result.exit_code != 0
     assert "Read-only file system" in result.stderr
     assert not escaped
-    assert tmp_result.exit_code == 0 and tmp_result.stdout.split() == ["private.txt"]
+    # The sandbox's /tmp is its own: what it wrote, plus (read-only) the Python environment
+    # agentcompass runs from when that lives under /tmp, as in CI's fresh venv.
+    python_under_tmp = {Path(p).parts[2] for p in python_environment() if Path(p).parts[1:2] == ("tmp",)}
+    assert tmp_result.exit_code == 0 and set(tmp_result.stdout.split()) == {"private.txt"} | python_under_tmp
 
 
 @pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed")
@@ -154,3 +165,312 @@ def test_bwrap_requested_without_bubblewrap(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(UserError, match="bubblewrap"):
         LocalProvider(isolation="bwrap")
+
+
+# -- deadlines that hold, output capped while read, nothing outlives the runner (issue 17.6) --------
+
+DETACHERS = {
+    # setsid: a new session, so killing the command's process group misses it; it keeps the pipes.
+    "setsid": "setsid sleep {tag}1 & echo started",
+    # a daemon: double fork, new session, pipes closed, so nothing ties it to the command any more.
+    "daemon": "(setsid bash -c 'sleep {tag}2' </dev/null >/dev/null 2>&1 &) ; echo started",
+}
+
+
+def unique_sleep(test: int) -> str:
+    """A sleep of about 15 s whose argv no other test or process shares (ps finds it by that)."""
+    return f"15.{test}{os.getpid()}{threading.get_ident() % 1000}{time.monotonic_ns() % 1000}"
+
+
+def running(args: str) -> bool:
+    return any(line.strip() == args for line in os.popen("ps -eo args").read().splitlines())
+
+
+def gone_within(args: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while running(args) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(args)
+
+
+@pytest.mark.parametrize("how", sorted(DETACHERS))
+def test_timeout_holds_and_kills_processes_however_they_detached(sandbox, how):
+    tag = unique_sleep(1)
+    start = time.monotonic()
+    result = sandbox.exec(DETACHERS[how].format(tag=tag) + "; sleep 60", timeout=2)
+    took = time.monotonic() - start
+    assert result.timed_out and result.exit_code == 124
+    assert took < 3.5, f"timeout 2 s took {took:.1f} s"
+    assert "started" in result.stdout
+    sleep_args = f"sleep {tag}{'1' if how == 'setsid' else '2'}"
+    assert gone_within(sleep_args, 2), f"{sleep_args!r} survived the timeout"
+
+
+@pytest.mark.parametrize("how", sorted(DETACHERS))
+def test_a_command_that_leaves_a_daemon_returns_when_it_ends(sandbox, how):
+    tag = unique_sleep(2)
+    start = time.monotonic()
+    result = sandbox.exec(DETACHERS[how].format(tag=tag), timeout=30)
+    took = time.monotonic() - start
+    assert result.exit_code == 0 and not result.timed_out and result.stdout.strip() == "started"
+    assert took < 2.5, f"a command that ended at once took {took:.1f} s: it waited for the daemon's pipes"
+    sleep_args = f"sleep {tag}{'1' if how == 'setsid' else '2'}"
+    assert gone_within(sleep_args, 2), "every process a command starts ends with it"
+
+
+RUNNER = """
+import json, resource, sys, threading
+from agentcompass.providers.local import LocalProvider
+from agentcompass.sandbox import SandboxSpec
+box = LocalProvider(isolation=sys.argv[1], root=sys.argv[2]).open(SandboxSpec(name="t"))
+result = box.exec(sys.argv[3], timeout=120)
+print(json.dumps({"exit_code": result.exit_code, "stdout_len": len(result.stdout), "stderr_len": len(result.stderr),
+                  "tail": result.stdout[-300:], "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_output_is_capped_while_it_is_read(tmp_path, isolation):
+    # 400 MB on stdout and 20 MB on stderr; a runner that buffers it all peaks at hundreds of MiB.
+    cmd = "head -c 20000000 /dev/zero >&2; head -c 400000000 /dev/zero | tr '\\0' x"
+    done = subprocess.run([sys.executable, "-c", RUNNER, isolation, str(tmp_path), cmd],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["exit_code"] == 0
+    assert report["stdout_len"] == DEFAULT_OUTPUT_CAP + len(TRUNCATION_MARK)
+    assert report["tail"].endswith(TRUNCATION_MARK) and report["tail"].startswith("x")
+    assert report["stderr_len"] == DEFAULT_OUTPUT_CAP + len(TRUNCATION_MARK)
+    assert report["peak_rss_kib"] < 150 * 1024, f"peak RSS {report['peak_rss_kib'] // 1024} MiB"
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_sandbox_processes_die_with_the_runner(tmp_path, isolation):
+    tag = unique_sleep(3)
+    cmd = (f"setsid sleep {tag}1 & (setsid bash -c 'sleep {tag}2' </dev/null >/dev/null 2>&1 &); "
+           f"sleep {tag}3 & wait")
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER, isolation, str(tmp_path / "ws"), cmd])
+    try:
+        deadline = time.monotonic() + 30
+        while not all(running(f"sleep {tag}{n}") for n in (1, 2, 3)):
+            assert time.monotonic() < deadline and runner.poll() is None, "the command never started its sleeps"
+            time.sleep(0.05)
+    finally:
+        runner.kill()  # SIGKILL: no cleanup code of the runner runs
+        runner.wait()
+    for n in (1, 2, 3):
+        assert gone_within(f"sleep {tag}{n}", 5), f"'sleep {tag}{n}' outlived the runner's SIGKILL"
+
+
+# -- the interpreter a user runs from stays visible, wherever it lives (issue 8.1) -------------------
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed")
+@pytest.mark.parametrize("where", ["/tmp", "$HOME"])
+def test_the_python_environment_agentcompass_runs_from_is_visible(tmp_path, where):
+    scratch = Path(tempfile.mkdtemp(prefix="agentcompass-venv-", dir="/tmp" if where == "/tmp" else "/var/tmp"))
+    home = scratch if where == "$HOME" else Path(os.environ.get("HOME", "/root"))
+    try:
+        (scratch / ".secret").write_text("x")
+        python = make_venv(scratch / "venv", with_pip=False)
+        # The sandbox runs the venv's interpreter by its path, as a task pointed at $PYTHON does.
+        cmd = f"{python} -c 'import sys; print(sys.prefix)' && ls -A {scratch}"
+        done = subprocess.run([str(python), "-c", RUNNER, "bwrap", str(tmp_path / "ws"), cmd], capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO), "HOME": str(home)})
+    finally:
+        shutil.rmtree(scratch)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["exit_code"] == 0, report
+    prefix, *listing = report["tail"].split()
+    assert prefix == str(scratch / "venv")
+    assert ".secret" not in listing  # /tmp is the sandbox's own, $HOME is hidden: only the venv shows
+
+
+# -- a sandbox lost under the trial is an infra error; the command's own end is its own (issue 8.3) --
+
+def start_in_thread(box, cmd: str) -> tuple[threading.Thread, dict]:
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = box.exec(cmd, timeout=60)
+        except Exception as exc:  # noqa: BLE001 - the test inspects what was raised
+            outcome["error"] = exc
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not box._commands and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # let bwrap set the namespace up
+    return thread, outcome
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed")
+def test_a_sandbox_killed_from_outside_is_sandbox_lost(tmp_path):
+    box = LocalProvider(isolation="bwrap", root=str(tmp_path)).open(SandboxSpec(name="t"))
+    try:
+        thread, outcome = start_in_thread(box, "sleep 30")
+        (command,) = box._commands
+        # Another process kills the sandbox's process group, as an OOM killer or an operator would.
+        # (Not with procps' `kill -KILL -PGID`: some versions read that as -1, every process.)
+        assert command.proc.pid > 1
+        subprocess.run([sys.executable, "-c", "import os, signal, sys; os.killpg(int(sys.argv[1]), signal.SIGKILL)",
+                        str(command.proc.pid)], check=True)
+        thread.join(10)
+        assert isinstance(outcome.get("error"), SandboxLost), outcome
+        assert isinstance(outcome["error"], InfraError)  # retried like any infra failure
+        own = box.exec("kill -KILL $$")  # the command killing itself is its own exit status
+        assert own.exit_code == 128 + signal.SIGKILL and not own.timed_out
+        timed = box.exec("sleep 30", timeout=1)  # our timeout is a timeout, not a lost sandbox
+        assert timed.timed_out and timed.exit_code == 124
+    finally:
+        box.close()
+
+
+def test_a_vanished_workspace_is_sandbox_lost(sandbox):
+    shutil.rmtree(sandbox.workspace)
+    with pytest.raises(SandboxLost, match="vanished"):
+        sandbox.exec("true")
+    with pytest.raises(SandboxLost):
+        sandbox.download("/logs/verifier", sandbox.workspace.parent / "out")
+
+
+def test_a_failed_workspace_removal_is_logged_with_its_path(tmp_path):
+    blocker = tmp_path / "not-a-dir"  # rmtree of a file fails
+    blocker.write_text("x")
+    with structlog.testing.capture_logs() as logs:
+        REMOVER.remove(blocker)
+        REMOVER.drain()
+    assert [entry["path"] for entry in logs if entry["log_level"] == "warning"] == [str(blocker)]
+
+
+# -- the local sandbox keeps the user's secrets out (issue 8.7) -------------------------------------
+
+ESCAPE_SOLUTION = """\
+r=/logs/verifier/escape-report.txt
+attempt() {{ echo "attempt $1" >> $r; }}
+for f in {secrets}; do attempt "read $f"; cat "$f" >> $r 2>&1 && echo "read: $f" >> $r; done
+for d in {writable}; do attempt "write $d"; echo x > "$d/escape.txt" 2>> $r && echo "wrote: $d" >> $r; done
+attempt network; (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>> $r && echo "network: connected" >> $r
+attempt signal; kill -TERM {victim} 2>> $r && echo "signal: delivered" >> $r
+true
+"""
+
+
+@pytest.mark.skipif(not HAS_BWRAP and not IN_CI, reason="bubblewrap not installed")
+def test_a_task_cannot_read_secrets_write_outside_reach_the_network_or_signal_the_host(cli, tmp_path):
+    token = f"SECRET-{uuid.uuid4().hex}"
+    scratch = Path(tempfile.mkdtemp(prefix="agentcompass-escape-", dir="/var/tmp"))  # not /tmp: that is private anyway
+    home, listed, outside = scratch / "home", scratch / "listed", scratch / "outside"
+    for folder in (home / ".config" / "x", listed, outside):
+        folder.mkdir(parents=True)
+    secrets = [home / ".config" / "x" / "creds.json", listed / "token.txt"]
+    root_secret = Path("/root/.config") / f"agentcompass-test-{uuid.uuid4().hex}" / "creds.json"
+    if os.geteuid() == 0:  # root's own home is hidden too, whatever $HOME says
+        secrets.append(root_secret)
+    for secret in secrets:
+        secret.parent.mkdir(parents=True, exist_ok=True)
+        secret.write_text(json.dumps({"token": token}))
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    accepted: list[object] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                pass
+    acceptor = threading.Thread(target=accept)
+    acceptor.start()
+    victim = subprocess.Popen(["sleep", "300"])
+    try:
+        data = tmp_path / "data"
+        task = make_task(data, "escape", test="echo 1 > /logs/verifier/reward.txt", solve=ESCAPE_SOLUTION.format(
+            secrets=" ".join(map(str, secrets)), writable=f"{outside} {home}", port=server.getsockname()[1],
+            victim=victim.pid))
+        with (task / "task.toml").open("a") as toml:
+            toml.write("allow_internet = false\n")  # the [environment] table is the file's last
+        make_recipe(tmp_path / "conf", "escape", data)
+        done = cli("run", "escape", "oracle", "none", "--config-dir", str(tmp_path / "conf"),
+                   "--env-params", json.dumps({"isolation": "bwrap", "hide": [str(listed)]}),
+                   "--results-dir", str(tmp_path / "r"), "--run-name", "e", env={"HOME": str(home)})
+        assert done.returncode == 0, done.stderr
+        attempt = tmp_path / "r" / "e" / "escape__oracle__none__local" / "tasks" / "escape" / "attempt-1"
+        report = (attempt / "verifier" / "escape-report.txt").read_text()
+        victim_alive = victim.poll() is None
+        wrote = [d for d in (outside, home) if (d / "escape.txt").exists()]
+    finally:
+        stop.set()
+        acceptor.join()
+        server.close()
+        victim.kill()
+        victim.wait()
+        shutil.rmtree(scratch)
+        shutil.rmtree(root_secret.parent, ignore_errors=True)
+    # The script ran every attempt (so the checks below are about the sandbox, not a broken script)...
+    assert report.count("attempt ") == len(secrets) + 2 + 2, report
+    # ...and each failed, seen from the host where it matters.
+    assert "read: " not in report and token not in report, report
+    leaked = [p for p in (tmp_path / "r").rglob("*") if p.is_file() and token in p.read_text(errors="replace")]
+    assert not leaked, leaked
+    assert wrote == [], report
+    assert accepted == [], report
+    assert "network: connected" not in report
+    assert victim_alive and "signal: delivered" not in report, report
+
+
+@pytest.mark.parametrize("params, complaint", [
+    ({"isolation": "none", "hide": ["/srv/secrets"]}, "hides nothing"),
+    ({"hide": ["relative/path"]}, "not an absolute path"),
+    ({"hide": ["/"]}, "whole host"),
+])
+def test_bad_hide_settings_are_one_line_user_errors(cli, tmp_path, params, complaint):
+    if params.get("isolation") != "none" and not HAS_BWRAP:
+        pytest.skip("the hide list is read only when bubblewrap isolates")
+    done = cli("run", "demo", "oracle", "none", "--env-params", json.dumps(params), "--results-dir", str(tmp_path / "r"))
+    assert done.returncode == 2, done.stderr
+    assert complaint in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "r").exists()
+
+
+# -- a trial whose solution leaves a daemon ends on time, and Ctrl-C ends the run (issue 17.6) -------
+
+def run_daemon_task(tmp_path: Path, isolation: str, agent_timeout: float, tag: str) -> list[str]:
+    data = tmp_path / "data"
+    make_task(data, "daemon", solve=f"setsid sleep {tag} & sleep 60", test="echo 1 > /logs/verifier/reward.txt",
+              agent_timeout=agent_timeout)
+    make_recipe(tmp_path / "conf", "daemons", data)
+    return [sys.executable, "-m", "agentcompass", "run", "daemons", "oracle", "none", "--config-dir",
+            str(tmp_path / "conf"), "--env-params", json.dumps({"isolation": isolation}),
+            "--results-dir", str(tmp_path / "r"), "--run-name", "d"]
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_solution_that_leaves_a_daemon_ends_within_its_agent_timeout(tmp_path, isolation):
+    tag = unique_sleep(4)
+    done = subprocess.run(run_daemon_task(tmp_path, isolation, 2, tag), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (row,) = [json.loads(line) for line in (tmp_path / "r" / "d" / "daemons__oracle__none__local" / "trials.jsonl")
+              .read_text().splitlines()]
+    assert row["timings"]["agent"] < 2 + 1.5, row
+    assert gone_within(f"sleep {tag}", 2)
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_ctrl_c_ends_a_run_whose_solution_left_a_daemon(tmp_path, isolation):
+    tag = unique_sleep(5)
+    run = subprocess.Popen(run_daemon_task(tmp_path, isolation, 60, tag), stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not running(f"sleep {tag}"):
+        assert time.monotonic() < deadline and run.poll() is None, "the solution never started its daemon"
+        time.sleep(0.05)
+    start = time.monotonic()
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 130, stderr
+    assert time.monotonic() - start < 5, f"Ctrl-C took {time.monotonic() - start:.1f} s"
+    assert gone_within(f"sleep {tag}", 2)

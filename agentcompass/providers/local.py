@@ -2,9 +2,11 @@
 
 Every sandbox path maps to `<workspace>/fs/<path>` (the task's workdir, /tests, /logs, ...).
 With bubblewrap the sandbox sees those folders at their real paths over a read-only host
-root, with a private /tmp and no network unless the task allows it. Without it (isolation
-`none`) commands are plain subprocesses and absolute sandbox paths in commands and staged
-text files are rewritten to the workspace, which is enough for well-behaved tasks.
+root, with a private /tmp, the home directories (and any path listed in `hide`) behind empty
+folders, and no network unless the task allows it; the Python environment agentcompass runs
+from stays visible read-only wherever it lives. Without it (isolation `none`) commands are plain
+subprocesses and absolute sandbox paths in commands and staged text files are rewritten to the
+workspace, which is enough for well-behaved tasks and hides nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ import os
 import queue
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -24,8 +24,12 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from agentcompass.errors import InfraError, UserError
-from agentcompass.sandbox import ExecResult, SandboxSpec, cap_output
+import structlog
+
+from agentcompass.errors import InfraError, SandboxLost, UserError
+from agentcompass.providers.local_procs import REAPER, Command
+from agentcompass.providers.remote import EXEC_MARK
+from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
 from agentcompass.schema import Strict
 
 # Host folders a sandbox may never shadow: they hold the tools the commands run with.
@@ -33,6 +37,7 @@ SYSTEM_DIRS = {"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _notice_lock = threading.Lock()
 _notice_shown = False
+log = structlog.get_logger("agentcompass")
 
 
 class WorkspaceRemover:
@@ -59,8 +64,24 @@ class WorkspaceRemover:
     def _loop(self) -> None:
         while True:
             path = self._queue.get()
-            shutil.rmtree(path, ignore_errors=True)
-            self._queue.task_done()
+            try:
+                self._remove(path)
+            finally:
+                self._queue.task_done()
+
+    @staticmethod
+    def _remove(path: Path) -> None:
+        failures: list[tuple[str, BaseException]] = []
+
+        def record(function: object, failed: str, exc_info: tuple) -> None:
+            if not isinstance(exc_info[1], FileNotFoundError):  # already gone (a second close) is the goal
+                failures.append((failed, exc_info[1]))
+
+        shutil.rmtree(path, onerror=record)
+        if failures:
+            failed, error = failures[0]
+            log.warning("cannot remove a closed workspace; delete it by hand", path=str(path), failed=failed,
+                        error=str(error), failures=len(failures))
 
     def drain(self) -> None:
         self._queue.join()
@@ -84,15 +105,47 @@ def host_root_binds() -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(binds)
 
 
+@functools.lru_cache(maxsize=1)
+def python_environment() -> tuple[str, ...]:
+    """Where the running interpreter and its packages live (a venv and the install it was made
+    from): commands a user points at this Python must find it inside the sandbox."""
+    places = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+              str(Path(os.path.realpath(sys.executable)).parents[1])}
+    return tuple(sorted({os.path.abspath(p) for p in places} | {os.path.realpath(p) for p in places}))
+
+
+def hidden_paths(listed: list[str]) -> tuple[str, ...]:
+    """The home directories and the user's own list, as absolute paths that exist on this host."""
+    paths = []
+    for entry in [os.path.expanduser("~"), "/root", *listed]:
+        path = os.path.expanduser(entry)
+        if not os.path.isabs(path):
+            raise UserError(f"environments.local.hide: {entry!r} is not an absolute path; list paths like /srv/secrets or ~/.netrc")
+        if os.path.normpath(path) == "/":
+            raise UserError("environments.local.hide: '/' would hide the whole host; list the folders or files to hide")
+        paths += [os.path.abspath(path), os.path.realpath(path)]
+    return tuple(sorted({p for p in paths if os.path.lexists(p)}))
+
+
+def is_under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 class LocalProvider:
     name = "local"
 
     class Settings(Strict):
         isolation: Literal["auto", "bwrap", "none"] = "auto"
         root: str | None = None
+        hide: list[str] = []
 
-    def __init__(self, isolation: str = "auto", root: str | None = None, keep: bool = False, **_: object) -> None:
+    def __init__(self, isolation: str = "auto", root: str | None = None, hide: list[str] | None = None,
+                 keep: bool = False, **_: object) -> None:
         self.isolation = self._pick_isolation(isolation)
+        if hide and self.isolation == "none":
+            raise UserError("environments.local.hide needs isolation 'bwrap' (isolation 'none' hides nothing); "
+                            "install bubblewrap (apt-get install bubblewrap) or use --env docker")
+        self.hidden = hidden_paths(hide or []) if self.isolation == "bwrap" else ()
         self.root = Path(root) if root else None
         self.keep = keep
 
@@ -122,17 +175,19 @@ class LocalProvider:
         if self.root:
             self.root.mkdir(parents=True, exist_ok=True)
         workspace = Path(tempfile.mkdtemp(prefix="agentcompass-", dir=self.root))
-        return LocalSandbox(spec, workspace, self.isolation, keep=self.keep)
+        return LocalSandbox(spec, workspace, self.isolation, keep=self.keep, hidden=self.hidden)
 
 
 class LocalSandbox:
-    def __init__(self, spec: SandboxSpec, workspace: Path, isolation: str, keep: bool = False) -> None:
+    def __init__(self, spec: SandboxSpec, workspace: Path, isolation: str, keep: bool = False,
+                 hidden: tuple[str, ...] = ()) -> None:
         self.spec = spec
         self.workspace = workspace
         self.isolation = isolation
         self.keep = keep
+        self.hidden = hidden
         self.fs = workspace / "fs"
-        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._commands: set[Command] = set()
         self._lock = threading.Lock()
         self._closed = False
         # New top-level folders appear only through upload; these exist from the start
@@ -170,8 +225,16 @@ class LocalSandbox:
             if entry not in mine:
                 argv += args
         argv += ["--proc", "/proc", "--dev", "/dev"]
+        # Under one of the workspace's folders a path is the workspace's own (and /tmp is private).
+        for path in self.hidden:
+            if Path(path).parts[1] not in mine:
+                argv += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
         for name in sorted(mine):
             argv += ["--bind", str(self.fs / name), f"/{name}"]
+        for path in python_environment():
+            top = Path(path).parts[1] if path != "/" else ""
+            if top == "tmp" or (top not in mine and any(is_under(path, hidden) for hidden in self.hidden)):
+                argv += ["--ro-bind", path, path]
         if not self.spec.allow_internet:
             argv.append("--unshare-net")
         argv += ["--chdir", cwd, "--clearenv"]
@@ -188,45 +251,43 @@ class LocalSandbox:
             for key, value in full_env.items():
                 argv += ["--setenv", key, value]
             argv += ["bash", "-c", cmd]
-            host_cwd = None
+            host_cwd, mark = None, None  # the pid namespace holds every process; bwrap's end ends them all
         else:
             argv = ["bash", "-c", self._rewrite(cmd)]
-            host_cwd = self.host_path(cwd)
+            host_cwd, mark = self.host_path(cwd), REAPER.new_mark()
+            full_env[EXEC_MARK] = mark
         start = time.monotonic()
         try:
-            proc = subprocess.Popen(
-                argv, cwd=host_cwd, env=full_env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-            )
+            command = Command(argv, cwd=host_cwd, env=full_env, mark=mark)
         except OSError as exc:
             raise InfraError(f"cannot start command: {exc}") from exc
         with self._lock:
-            self._procs.add(proc)
-        timed_out = False
+            self._commands.add(command)
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            self._kill(proc)
-            out, err = proc.communicate()
+            done = command.wait(timeout, DEFAULT_OUTPUT_CAP)
         finally:
             with self._lock:
-                self._procs.discard(proc)
-        code = proc.returncode if not timed_out else 124
-        return ExecResult(code, cap_output(out), cap_output(err), timed_out, time.monotonic() - start)
+                self._commands.discard(command)
+        self._check_lost(done.code, done.killed_by_us)
+        code = 124 if done.timed_out else done.code
+        return ExecResult(code, cap_output(done.stdout), cap_output(done.stderr), done.timed_out, time.monotonic() - start)
 
-    @staticmethod
-    def _kill(proc: subprocess.Popen[bytes]) -> None:
-        """Kill the whole process group: the command and everything it started."""
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    def _check_lost(self, code: int, killed_by_us: bool) -> None:
+        """Only what cannot be the command's own doing: its workspace is gone, or bwrap itself
+        (which a command inside cannot signal) died of a signal we did not send."""
+        if self._closed:
+            return  # closed under it (an interrupt): the trial is ending anyway
+        if not self.fs.is_dir():
+            raise SandboxLost(f"the sandbox's workspace {self.workspace} vanished")
+        if self.isolation == "bwrap" and code < 0 and not killed_by_us:
+            raise SandboxLost(f"the sandbox was killed from outside (bwrap ended by signal {-code})")
 
     # -- files ---------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:
             raise InfraError("sandbox is closed")
+        if not self.fs.is_dir():
+            raise SandboxLost(f"the sandbox's workspace {self.workspace} vanished")
 
     def upload(self, local: Path, remote: str) -> None:
         self._check_open()
@@ -272,8 +333,8 @@ class LocalSandbox:
         thread racing an interrupt may have written into the workspace after the first."""
         self._closed = True
         with self._lock:
-            procs = list(self._procs)
-        for proc in procs:
-            self._kill(proc)
+            commands = list(self._commands)
+        for command in commands:
+            command.kill()
         if not self.keep:
             REMOVER.remove(self.workspace)
