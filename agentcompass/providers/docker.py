@@ -14,15 +14,17 @@ import io
 import os
 import re
 import socket
+import sys
 import tarfile
 import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from agentcompass.errors import InfraError, UserError
+from agentcompass.providers.buildkit import BUILDS, find_buildkit_cli, prepared_dockerfile, run_build, temporary_dir
 from agentcompass.providers.remote import DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, extract_renamed, one_line, root_owned
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
 from agentcompass.schema import Strict
@@ -52,6 +54,7 @@ class DockerProvider:
         output_cap_bytes: int = DEFAULT_OUTPUT_CAP  # kept per stream and exec; the rest is dropped and marked
         pull_timeout_s: float = 1800.0
         build_timeout_s: float = 1800.0
+        buildkit: bool = True  # build with BuildKit through the docker CLI when one can; else the legacy builder
         api_timeout_s: float = 300.0  # one engine API call (create, upload, remove, ...)
         max_connections: int = 64  # HTTP connections to the engine: one per exec in flight
 
@@ -205,8 +208,6 @@ class DockerProvider:
             self._ready.add(image)
 
     def _build(self, context: Path, log_dir: Path | None) -> str:
-        import docker
-
         task = context.parent.name
         with self._lock:
             tag = self._tags.get(context)
@@ -223,30 +224,68 @@ class DockerProvider:
                 if build_log:
                     build_log.write_text(f"image {tag} (cached: the task's environment did not change)\n")
                 return tag
-            deadline = time.monotonic() + self.settings.build_timeout_s
-            lines: list[str] = []
-            log = open(build_log, "w", encoding="utf-8") if build_log else io.StringIO()
-            try:
-                with log:
-                    log.write(f"building {tag} from {context}\n")
-                    stream = self.client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
-                                                   timeout=int(self.settings.build_timeout_s))
-                    for event in stream:
-                        text = event.get("stream") or event.get("status") or ""
-                        if text:
-                            log.write(text)
-                            lines.append(text)
-                        if "error" in event:
-                            log.write(f"ERROR: {event['error']}\n")
-                            raise InfraError(f"task '{task}': docker build of its environment failed: "
-                                             f"{one_line(event['error'])[:300]}; see build.log")
-                        if time.monotonic() > deadline:
-                            raise InfraError(f"task '{task}': docker build took longer than {self.settings.build_timeout_s:.0f}s; see build.log")
-            except docker.errors.DockerException as exc:
-                raise InfraError(f"task '{task}': docker build of its environment failed: {one_line(exc)[:300]}; see build.log") from exc
+            # A real file even without a log dir: the build process writes into it directly.
+            log = open(build_log, "w+", encoding="utf-8", errors="replace") if build_log else tempfile.TemporaryFile("w+")
+            with log:
+                log.write(f"building {tag} from {context}\n")
+                cli, found = find_buildkit_cli() if self.settings.buildkit else (None, "buildkit: false in the settings")
+                if cli:
+                    log.write(f"builder: BuildKit through {found}\n")
+                    self._build_with_cli(cli, context, tag, task, log)
+                else:
+                    if self.settings.buildkit:
+                        warn_legacy_builder(found)
+                    log.write(f"builder: the engine's legacy builder ({found}); heredocs, RUN --mount and "
+                              "COPY --chmod fail with it\n")
+                    self._build_legacy(context, tag, task, log)
             self._ready.add(tag)
             return tag
 
+    def _build_legacy(self, context: Path, tag: str, task: str, log: IO[str]) -> None:
+        """docker-py's build: the engine's legacy builder, for engines the docker CLI cannot reach."""
+        import docker
+
+        deadline = time.monotonic() + self.settings.build_timeout_s
+        try:
+            stream = self.client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
+                                           timeout=int(self.settings.build_timeout_s))
+            for event in stream:
+                text = event.get("stream") or event.get("status") or ""
+                if text:
+                    log.write(text)
+                if "error" in event:
+                    log.write(f"ERROR: {event['error']}\n")
+                    raise InfraError(f"task '{task}': docker build of its environment failed: "
+                                     f"{one_line(event['error'])[:300]}; see build.log")
+                if time.monotonic() > deadline:
+                    raise InfraError(f"task '{task}': docker build took longer than {self.settings.build_timeout_s:.0f}s; see build.log")
+        except docker.errors.DockerException as exc:
+            raise InfraError(f"task '{task}': docker build of its environment failed: {one_line(exc)[:300]}; see build.log") from exc
+
+    def _build_with_cli(self, cli: str, context: Path, tag: str, task: str, log: IO[str]) -> None:
+        """BuildKit through the docker CLI, its output straight into build.log; killed on timeout or interrupt."""
+        with temporary_dir() as scratch:
+            dockerfile, rewritten = prepared_dockerfile(context, self._engine_major(), Path(scratch))
+            if rewritten:
+                log.write("heredocs rewritten into shell commands: this engine's Dockerfile frontend predates them\n")
+            start = log.tell()
+            code, why = run_build(cli, context, dockerfile, tag, log, self.settings.build_timeout_s)
+        log.seek(start)
+        text = log.read()  # what the build wrote, to name its error
+        if code == 0:
+            return
+        if why == "interrupted":
+            raise InfraError(f"task '{task}': docker build interrupted")
+        reason = why or (last_error_line(text) or f"docker build exited {code}")
+        raise InfraError(f"task '{task}': docker build of its environment failed: {one_line(reason)[:300]}; see build.log")
+
+    def _engine_major(self) -> int | None:
+        match = re.match(r"(\d+)\.", str(self.client.version().get("Version", "")))
+        return int(match.group(1)) if match else None
+
+    def interrupt(self) -> None:
+        """Ctrl-C: end every image build in flight (the sandboxes are closed by the runner)."""
+        BUILDS.kill_all()
 
     def _base_ids(self, context: Path) -> str:
         """The local image ids of the Dockerfile's FROM images (`missing` for one the build will pull)."""
@@ -275,6 +314,24 @@ def from_images(dockerfile: str) -> list[str]:
         if len(words) >= 4 and words[2].upper() == "AS":
             stages.add(words[3])
     return images
+
+
+def last_error_line(output: str) -> str | None:
+    """The most telling line of a failed BuildKit build: its ERROR, else the last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith(("ERROR", "error:", "failed to solve"))]
+    return (errors or lines or [None])[-1]
+
+
+_warned = False
+
+
+def warn_legacy_builder(reason: str) -> None:
+    """Say once per process that builds fall back to the legacy builder, and why."""
+    global _warned
+    if not _warned:
+        _warned = True
+        print(f"warning: docker builds use the engine's legacy builder: {reason}", file=sys.stderr)
 
 
 def pull_failure(image: str, answer: Any) -> str:
