@@ -59,6 +59,7 @@ class Sandbox(Protocol):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         timeout: float | None = None,
+        user: str | None = None,  # None: the sandbox's default user; where users exist (docker), e.g. root
     ) -> ExecResult: ...
 
     def upload(self, local: Path, remote: str) -> None: ...

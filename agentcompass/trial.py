@@ -117,7 +117,11 @@ class TrialRunner:
             except TrialError as exc:
                 if exc.category == "infra":
                     raise
-                return self._result(task, attempt, started, t0, timings, outcome, exc)
+                if not getattr(self.task_format, "grades_after_agent_error", False):
+                    return self._result(task, attempt, started, t0, timings, outcome, exc)
+                # The format grades a crashed agent's work too (Terminal-Bench does, officially).
+                outcome = AgentOutcome(exit_status=f"{exc.category}_error", message=str(exc),
+                                       usage=exc.usage if exc.usage is not None else outcome.usage)
             # Verification runs whatever the agent's exit status, a timeout included.
             with phase("verify"):
                 grade = self.task_format.grade(task, sandbox, trial, outcome)

@@ -9,6 +9,7 @@ imported inside the methods that use it, never when the CLI starts.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import os
@@ -141,7 +142,7 @@ class DockerProvider:
             mem_limit=f"{memory_mb}m" if memory_mb else None,
             init=settings.init,
         )
-        create = dict(image=image, command=KEEP_ALIVE, entrypoint=["/bin/sh"], working_dir=spec.workdir,
+        create = dict(image=image, command=KEEP_ALIVE, entrypoint=["/bin/sh"], working_dir=spec.workdir or None,
                       environment=spec.env, labels=spec.labels, name=spec.name, host_config=host_config, detach=True)
         try:
             try:
@@ -154,6 +155,8 @@ class DockerProvider:
                 created = api.create_container(**create)
         except docker.errors.APIError as exc:
             raise InfraError(f"cannot create container {spec.name} from {image}: {one_line(exc.explanation or exc)}") from exc
+        if not spec.workdir:  # the image's own WorkingDir, `/` when it sets none (as `docker run` does)
+            spec = dataclasses.replace(spec, workdir=api.inspect_image(image)["Config"].get("WorkingDir") or "/")
         sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own)
         try:
             api.start(created["Id"])
@@ -380,7 +383,8 @@ class DockerSandbox:
 
     # -- exec ----------------------------------------------------------------------------
     def exec(
-        self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None
+        self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None,
+        user: str | None = None,
     ) -> ExecResult:
         import docker
 
@@ -391,7 +395,7 @@ class DockerSandbox:
         try:
             exec_id = self.api.exec_create(
                 self.id, [self.settings.shell, "-c", cmd], workdir=cwd or self.spec.workdir,
-                environment={**(env or {}), EXEC_MARK: mark.partition("=")[2]},
+                environment={**(env or {}), EXEC_MARK: mark.partition("=")[2]}, user=user or "",
             )["Id"]
             sock = self.api.exec_start(exec_id, socket=True)
         except docker.errors.APIError as exc:
@@ -445,7 +449,7 @@ class DockerSandbox:
         import docker
 
         try:
-            kill_id = self.api.exec_create(self.id, ["/bin/sh", "-c", KILL_MARKED, mark])["Id"]
+            kill_id = self.api.exec_create(self.id, ["/bin/sh", "-c", KILL_MARKED, mark], user="root")["Id"]
             self.api.exec_start(kill_id)
         except docker.errors.APIError:
             pass  # the container is gone: so is the command

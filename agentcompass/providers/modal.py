@@ -212,7 +212,8 @@ class ModalSandbox:
 
     # -- exec ----------------------------------------------------------------------------
     def exec(
-        self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None
+        self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None,
+        user: str | None = None,
     ) -> ExecResult:
         mark = uuid.uuid4().hex
         start = time.monotonic()
