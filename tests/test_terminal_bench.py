@@ -380,3 +380,73 @@ def test_terminal_bench_2_on_docker(cli, base_image: str, tmp_path: Path) -> Non
         assert done.returncode == 0, done.stderr
         row = trials(tmp_path / "d" / f"terminal_bench_2__{harness}__none__docker")["sum-numbers"]
         assert row["status"] == status, row
+
+
+TMUX_IMAGE = """FROM {base}
+RUN apt-get update && apt-get install -y --no-install-recommends tmux && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+"""
+
+
+def verdict_script(condition: str) -> str:
+    """A run-tests.sh for the swebench parser: PASSED when the shell condition holds."""
+    return f"""#!/bin/bash
+        echo "SWEBench results starts here"
+        if {condition}; then echo PASSED; else echo FAILED; fi
+        echo "SWEBench results ends here"
+        """
+
+
+def run_docker(cli, tmp_path: Path, dataset: Path) -> dict:
+    run_name = f"d{len(list(tmp_path.glob('res/*')))}"
+    done = cli("run", "terminal_bench", "oracle", "none", "--env", "docker", "--task-concurrency", "4",
+               "--benchmark-params", json.dumps({"path": str(dataset)}), "--results-dir", str(tmp_path / "res"),
+               "--run-name", run_name, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return trials(next((tmp_path / "res" / run_name).iterdir()))
+
+
+@pytest.mark.docker
+def test_shells_are_tmux_sessions_where_the_image_has_tmux(cli, base_image: str, tmp_path: Path) -> None:
+    dataset = tmp_path / "data"
+    swebench = "instruction: x\nparser_name: swebench\n"
+    image = TMUX_IMAGE.format(base=base_image)
+    # run_tests_in_same_shell: the tests see what the agent exported in its shell; without it they do not.
+    for name, same_shell in (("same-shell", "true"), ("fresh-shell", "false")):
+        write_task(dataset, name, dockerfile=image, task_yaml=f"{swebench}run_tests_in_same_shell: {same_shell}\n",
+                   files={"solution.yaml": "- export SECRET_WORD=xyzzy\n",
+                          "run-tests.sh": verdict_script('[ "$SECRET_WORD" = xyzzy ]')})
+    # Keystrokes typed into a Python REPL, as a terminal would take them.
+    write_task(dataset, "python-repl", dockerfile=image, task_yaml=swebench, files={
+        "solution.yaml": """
+            - command: python3
+              min_timeout_sec: 2
+            - command: open('/app/out.txt', 'w').write('typed' + ' into python')
+              min_timeout_sec: 0.5
+            - command: C-d
+              append_enter: false
+              min_timeout_sec: 1
+            - command: echo back in bash > /app/after.txt
+              block: true
+            """,
+        # The official tests shell: root, a login shell on a 160-column terminal.
+        "run-tests.sh": verdict_script('[ "$(cat /app/out.txt)" = "typed into python" ] && [ -f /app/after.txt ] '
+                                       '&& [ "$(id -u)" = 0 ] && [ "$(tput cols)" = 160 ]')})
+    rows = run_docker(cli, tmp_path, dataset)
+    assert {k: r["status"] for k, r in rows.items()} == {"same-shell": "passed", "fresh-shell": "failed",
+                                                         "python-repl": "passed"}, rows
+
+
+@pytest.mark.docker
+def test_tests_run_as_root_in_the_images_workdir_while_the_agent_runs_as_its_user(cli, base_image: str,
+                                                                                   tmp_path: Path) -> None:
+    dataset = tmp_path / "data"
+    # No WORKDIR anywhere: the container's WorkingDir is `/`, as officially (not /app).
+    write_task(dataset, "non-root", dockerfile=f"FROM {base_image}\nRUN useradd -m player\nUSER player\n",
+               task_yaml="instruction: x\nparser_name: swebench\n",
+               files={"solution.sh": "id -un > /tmp/agent-user; pwd > /tmp/agent-cwd\n",
+                      "run-tests.sh": verdict_script('[ "$(cat /tmp/agent-user)" = player ] && [ "$(cat /tmp/agent-cwd)" = / ] '
+                                                     '&& [ "$(id -u)" = 0 ] && [ "$PWD" = / ] && apt-get --version >/dev/null '
+                                                     '&& touch /root/tests-were-root')})
+    row = run_docker(cli, tmp_path, dataset)["non-root"]
+    assert row["status"] == "passed", row
