@@ -450,3 +450,11 @@ def test_tests_run_as_root_in_the_images_workdir_while_the_agent_runs_as_its_use
                                                      '&& touch /root/tests-were-root')})
     row = run_docker(cli, tmp_path, dataset)["non-root"]
     assert row["status"] == "passed", row
+
+
+def test_the_default_recipe_is_the_leaderboards_dataset_and_head_is_offered(cli) -> None:
+    shown = {name: cli("config", "show", name, "oracle", "none") for name in ("terminal_bench", "terminal_bench_head")}
+    assert all(done.returncode == 0 for done in shown.values()), {k: v.stderr for k, v in shown.items()}
+    # terminal-bench-core 0.1.1: tasks/ of laude-institute/terminal-bench at the commit the registry names.
+    assert re.search(r"ref: 91e10457b5410f16c44364da1a34cb6de8c488a5\s+subdir: tasks", shown["terminal_bench"].stdout)
+    assert re.search(r"ref: main\s+subdir: original-tasks", shown["terminal_bench_head"].stdout)
