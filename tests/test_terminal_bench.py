@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import types
+import uuid
 from pathlib import Path
 
 import pytest
@@ -458,3 +459,95 @@ def test_the_default_recipe_is_the_leaderboards_dataset_and_head_is_offered(cli)
     # terminal-bench-core 0.1.1: tasks/ of laude-institute/terminal-bench at the commit the registry names.
     assert re.search(r"ref: 91e10457b5410f16c44364da1a34cb6de8c488a5\s+subdir: tasks", shown["terminal_bench"].stdout)
     assert re.search(r"ref: main\s+subdir: original-tasks", shown["terminal_bench_head"].stdout)
+
+
+TWO_SERVICES = """
+services:
+  client:
+    build:
+      context: .
+      args: {{GREETING: "${{T_BENCH_GREETING:-from build args}}"}}
+    image: ${{T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}}
+    container_name: ${{T_BENCH_TASK_DOCKER_CLIENT_CONTAINER_NAME}}
+    command: ["sh", "-c", "echo the compose command ran > /tmp/command-ran; sleep infinity"]
+    environment:
+      - TEST_DIR=${{T_BENCH_TEST_DIR}}
+    volumes:
+      - ${{T_BENCH_TASK_LOGS_PATH}}:${{T_BENCH_CONTAINER_LOGS_PATH}}
+      - ${{T_BENCH_TASK_AGENT_LOGS_PATH}}:${{T_BENCH_CONTAINER_AGENT_LOGS_PATH}}
+      - shared:/shared
+    tmpfs:
+      - /scratch:size=1m
+    deploy:
+      resources:
+        limits: {{memory: 256M}}
+  server:
+    image: {base}
+    command: ["sh", "-c", "echo 42 > /shared/answer.txt && cd /shared && exec python3 -m http.server 8000"]
+    volumes:
+      - shared:/shared
+"""
+CLIENT_DOCKERFILE = """FROM {base}
+ARG GREETING
+RUN echo "$GREETING" > /greeting
+WORKDIR /app
+"""
+# Ask the server service for its answer, waiting for it to come up.
+FETCH = ("for i in $(seq 100); do python3 -c 'import urllib.request as u; "
+         "print(u.urlopen(\"http://server:8000/answer.txt\").read().decode().strip())' 2>/dev/null && break; "
+         "sleep 0.2; done")
+
+
+@pytest.mark.docker
+def test_a_two_service_compose_task_runs_all_its_services_on_the_trials_network(cli, base_image: str,
+                                                                                 tmp_path: Path) -> None:
+    dataset = tmp_path / "data"
+    write_task(dataset, "web-client", dockerfile=CLIENT_DOCKERFILE.format(base=base_image),
+               compose=TWO_SERVICES.format(base=base_image), task_yaml="instruction: x\nparser_name: swebench\n",
+               files={"solution.sh": f"{FETCH} > /app/fetched.txt\n",
+                      "run-tests.sh": verdict_script(
+                          '[ "$(cat /app/fetched.txt)" = 42 ] '  # the server answered the agent
+                          f'&& [ "$({FETCH})" = 42 ] '  # and answers the tests
+                          '&& [ -f /tmp/command-ran ] '  # the client's compose command ran, not a keep-alive
+                          '&& [ "$(cat /greeting)" = "from build args" ] '
+                          '&& [ -d /logs ] && [ -d /agent-logs ] '
+                          '&& ! dd if=/dev/zero of=/scratch/big bs=1M count=2 2>/dev/null '  # tmpfs size=1m
+                          '&& [ "$(cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes)" = 268435456 ]')})
+    row = run_docker(cli, tmp_path, dataset)["web-client"]
+    assert row["status"] == "passed", row
+    run_name = next((tmp_path / "res").iterdir()).name
+    leftovers = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=run={run_name}"], capture_output=True, text=True)
+    networks = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=run={run_name}"], capture_output=True,
+                              text=True)
+    volumes = subprocess.run(["docker", "volume", "ls", "-q", "--filter", f"label=run={run_name}"], capture_output=True,
+                             text=True)
+    assert (leftovers.stdout, networks.stdout, volumes.stdout) == ("", "", ""), "a service, network or volume was left"
+
+
+@pytest.mark.docker
+def test_compose_container_details_reach_the_engine(base_image: str, tmp_path: Path) -> None:
+    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.sandbox import ComposeSpec, ContainerSpec, SandboxSpec
+
+    name = f"ac-test-compose-{uuid.uuid4().hex[:8]}"
+    client = ContainerSpec(name="client", image=base_image, command=["sleep", "infinity"], user="nobody",
+                           tmpfs={"/scratch": "size=2m"}, cap_add=["NET_ADMIN"], privileged=False)
+    # (privileged is passed the same way; this machine's engine cannot start privileged containers)
+    server = ContainerSpec(name="db", image=base_image, command=["sleep", "infinity"], cpus=0.5, memory_mb=128)
+    box = DockerProvider().open(SandboxSpec(name=name, image=base_image, workdir="/", labels={"agentcompass": "1"},
+                                            compose=ComposeSpec(client=client, services=[server])))
+    try:
+        assert box.exec("id -un").stdout.strip() == "nobody"
+        assert box.exec("getent hosts db").exit_code == 0  # the service answers to its name
+        details = json.loads(subprocess.run(["docker", "inspect", name, f"{name}-db"], capture_output=True, text=True,
+                                            check=True).stdout)
+        mine, theirs = details
+        assert mine["HostConfig"]["Tmpfs"] == {"/scratch": "size=2m"} and mine["HostConfig"]["CapAdd"] == ["NET_ADMIN"]
+        assert mine["Config"]["Cmd"] == ["sleep", "infinity"]
+        assert theirs["HostConfig"]["Memory"] == 128 * 2**20
+        assert theirs["HostConfig"]["NanoCpus"] == 500_000_000
+    finally:
+        box.close()
+    gone = subprocess.run(["docker", "inspect", f"{name}-db"], capture_output=True)
+    assert gone.returncode != 0
+    assert subprocess.run(["docker", "network", "inspect", name], capture_output=True).returncode != 0

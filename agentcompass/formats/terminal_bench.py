@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 from agentcompass.errors import UserError, VerifierError
 from agentcompass.formats.base import render_instruction, run_solution, select_tasks
 from agentcompass.formats.sources import dataset_root
-from agentcompass.formats.terminal_bench_compose import CLIENT, TEST_DIR, read_services, read_yaml
+from agentcompass.formats.terminal_bench_compose import CLIENT, COMPOSE_FILES, TEST_DIR, read_services, read_yaml
 from agentcompass.formats.terminal_bench_parsers import PARSERS, ParseError, parse_test_output, resolved
 from agentcompass.formats.terminal_bench_tmux import Keystrokes, SessionTimeout, TmuxSession, has_tmux
+from agentcompass.sandbox import ComposeSpec
 from agentcompass.schema import Recipe
 from agentcompass.task import AgentOutcome, Grade, Task
 
@@ -109,10 +110,9 @@ class TerminalBenchFormat:
         parser = str(meta.get("parser_name") or "pytest")
         if parser not in PARSERS:
             raise UserError(f"{task_dir / 'task.yaml'}: parser_name {parser!r} is not one of {', '.join(PARSERS)}")
-        client = read_services(task_dir)[CLIENT]
-        if client.build_context is not None and client.dockerfile != "Dockerfile":
-            raise UserError(f"{task_dir}: the client service must build from a file named Dockerfile "
-                            f"(got {client.dockerfile!r})")
+        services = read_services(task_dir)
+        client = services.pop(CLIENT)
+        has_compose = any((task_dir / name).is_file() for name in COMPOSE_FILES)
         # Officially the container's WorkingDir: compose's working_dir, else the image's own ("" asks
         # the provider for it). The host has no image: the Dockerfile's WORKDIR, else /app.
         workdir = recipe.workdir or client.workdir or (
@@ -125,12 +125,14 @@ class TerminalBenchFormat:
             build_context=None if recipe.image else client.build_context,
             runs_on_host=recipe.runs_on_host,
             env={**client.env, **recipe.env},
-            cpus=recipe.resources.cpus,
-            memory_mb=recipe.resources.memory_mb,
+            cpus=recipe.resources.cpus or client.cpus,
+            memory_mb=recipe.resources.memory_mb or client.memory_mb,
             allow_internet=recipe.allow_internet if recipe.allow_internet is not None else True,
             agent_timeout_s=recipe.timeouts.agent or meta.get("max_agent_timeout_sec") or DEFAULT_AGENT_TIMEOUT,
             verify_timeout_s=recipe.timeouts.verify or meta.get("max_test_timeout_sec") or DEFAULT_TEST_TIMEOUT,
             build_timeout_s=recipe.timeouts.build,
+            # The compose file's services and container details (docker); none for a bare Dockerfile.
+            compose=ComposeSpec(client=client, services=list(services.values())) if has_compose else None,
             data={"dir": str(task_dir), "parser": parser, "same_shell": bool(meta.get("run_tests_in_same_shell"))},
         )
 

@@ -9,11 +9,12 @@ variable is empty, as compose makes it, unless the `${X:-default}` forms give a 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import shlex
 from pathlib import Path
 from typing import Any
 
 from agentcompass.errors import UserError
+from agentcompass.sandbox import ContainerSpec
 
 TEST_DIR = "/tests"
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml")
@@ -63,20 +64,6 @@ def interpolate(value: str, variables: dict[str, str]) -> str:
     return VARIABLE.sub(replace, value)
 
 
-@dataclass
-class Service:
-    """One compose service, with what the sandbox needs from it."""
-
-    name: str
-    build_context: Path | None = None
-    dockerfile: str = "Dockerfile"
-    build_args: dict[str, str] = field(default_factory=dict)
-    image: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    workdir: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict)  # the interpolated service, for the docker provider
-
-
 def read_yaml(path: Path) -> Any:
     import yaml
 
@@ -102,10 +89,58 @@ def mapping(raw: Any) -> dict[str, str]:
     return {str(key): "" if value is None else str(value) for key, value in items}
 
 
-def read_service(compose: Path, name: str, spec: Any) -> Service:
+def argv(value: Any) -> list[str] | None:
+    """A compose command or entrypoint: a list, or a string split as a shell would."""
+    if value is None:
+        return None
+    return [str(v) for v in value] if isinstance(value, list) else shlex.split(str(value))
+
+
+def memory_mb(value: Any) -> int | None:
+    """A compose memory size (`512m`, `2G`, `1gb`, bytes) in MiB."""
+    if value is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", str(value).lower())
+    if not match:
+        raise UserError(f"docker-compose memory limit {value!r} is not a size such as 512m or 2g")
+    scale = {"": 1 / 2**20, "k": 1 / 2**10, "m": 1, "g": 2**10, "t": 2**20}[match.group(2)]
+    return max(1, int(float(match.group(1)) * scale))
+
+
+def tmpfs_mounts(value: Any) -> dict[str, str]:
+    entries = [value] if isinstance(value, str) else value or []
+    return {str(e).split(":", 1)[0]: (str(e).split(":", 1) + [""])[1] for e in entries}
+
+
+def volume_mounts(value: Any) -> dict[str, str]:
+    """Mount point -> named volume (shared by the trial's services), or "" for a container's own.
+
+    A host path (the harness's log directories included) becomes the container's own empty volume:
+    the sandbox shares no files with the host."""
+    mounts = {}
+    for entry in value or []:
+        if isinstance(entry, dict):
+            source, target = str(entry.get("source") or ""), str(entry.get("target") or "")
+        else:
+            parts = str(entry).split(":")
+            source, target = (parts[0], parts[1]) if len(parts) > 1 else ("", parts[0])
+        if target:
+            mounts[target] = "" if not source or source.startswith((".", "/", "~")) else source
+    return mounts
+
+
+def read_service(compose: Path, name: str, spec: Any) -> ContainerSpec:
     spec = spec or {}
-    service = Service(name=name, env=mapping(spec.get("environment")), raw=spec,
-                      workdir=str(spec.get("working_dir") or "") or None)
+    limits = ((spec.get("deploy") or {}).get("resources") or {}).get("limits") or {}
+    cpus = limits.get("cpus", spec.get("cpus"))
+    service = ContainerSpec(
+        name=name, env=mapping(spec.get("environment")), workdir=str(spec.get("working_dir") or "") or None,
+        entrypoint=argv(spec.get("entrypoint")), command=argv(spec.get("command")),
+        user=str(spec["user"]) if spec.get("user") is not None else None, tmpfs=tmpfs_mounts(spec.get("tmpfs")),
+        volumes=volume_mounts(spec.get("volumes")), privileged=bool(spec.get("privileged")),
+        cap_add=[str(c) for c in spec.get("cap_add") or []], cpus=float(cpus) if cpus is not None else None,
+        memory_mb=memory_mb(limits.get("memory", spec.get("mem_limit"))),
+        network_mode=str(spec["network_mode"]) if spec.get("network_mode") else None)
     build = spec.get("build")
     if build is not None:
         build = {"context": build} if isinstance(build, str) else dict(build)
@@ -122,13 +157,13 @@ def read_service(compose: Path, name: str, spec: Any) -> Service:
     return service
 
 
-def read_services(task_dir: Path) -> dict[str, Service]:
+def read_services(task_dir: Path) -> dict[str, ContainerSpec]:
     """The task's services, `client` first; a task with only a Dockerfile is one client service."""
     compose = next((task_dir / n for n in COMPOSE_FILES if (task_dir / n).is_file()), None)
     if compose is None:
         if (task_dir / "Dockerfile").is_file():
             # As the usual task template's compose file would give it.
-            return {CLIENT: Service(name=CLIENT, build_context=task_dir, env={"TEST_DIR": TEST_DIR})}
+            return {CLIENT: ContainerSpec(name=CLIENT, build_context=task_dir, env={"TEST_DIR": TEST_DIR})}
         raise UserError(f"Terminal-Bench task '{task_dir.name}' has neither a Dockerfile nor a docker-compose.yaml")
     data = interpolate_tree(read_yaml(compose), harness_variables(task_dir.name))
     services = data.get("services") if isinstance(data, dict) else None

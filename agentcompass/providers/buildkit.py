@@ -111,10 +111,12 @@ def kill_session(proc: subprocess.Popen[bytes]) -> None:
 BUILDS = BuildProcesses()
 
 
-def run_build(cli: str, context: Path, dockerfile: Path, tag: str, log: IO[str], timeout_s: float) -> tuple[int | None, str]:
+def run_build(cli: str, context: Path, dockerfile: Path, args: list[tuple[str, str]], tag: str, log: IO[str],
+              timeout_s: float) -> tuple[int | None, str]:
     """Build `tag`; returns (exit code, '') or (None, why) when it timed out or was interrupted."""
     env = {**os.environ, "DOCKER_BUILDKIT": "1", "BUILDKIT_PROGRESS": "plain"}
-    argv = [cli, "build", "--progress=plain", "--tag", tag, "--file", str(dockerfile), str(context)]
+    build_args = [word for key, value in args for word in ("--build-arg", f"{key}={value}")]
+    argv = [cli, "build", "--progress=plain", "--tag", tag, "--file", str(dockerfile), *build_args, str(context)]
     log.write(f"$ DOCKER_BUILDKIT=1 {shlex.join(argv)}\n")
     log.flush()  # the build process appends to the same file
     proc = BUILDS.start(argv, log, env)
@@ -135,9 +137,8 @@ def run_build(cli: str, context: Path, dockerfile: Path, tag: str, log: IO[str],
         BUILDS.finish(proc)
 
 
-def prepared_dockerfile(context: Path, engine_major: int | None, workdir: Path) -> tuple[Path, bool]:
-    """The Dockerfile to build: the context's own, or a heredoc-free rewrite in `workdir` for an old engine."""
-    original = context / "Dockerfile"
+def prepared_dockerfile(original: Path, engine_major: int | None, workdir: Path) -> tuple[Path, bool]:
+    """The Dockerfile to build: the original, or a heredoc-free rewrite in `workdir` for an old engine."""
     if engine_major is not None and engine_major >= HEREDOC_ENGINE_MAJOR:
         return original, False
     text = original.read_text(encoding="utf-8", errors="replace")

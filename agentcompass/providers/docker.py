@@ -27,7 +27,9 @@ from typing import IO, TYPE_CHECKING, Any
 from agentcompass.errors import InfraError, UserError
 from agentcompass.providers.buildkit import BUILDS, find_buildkit_cli, prepared_dockerfile, run_build, temporary_dir
 from agentcompass.providers.remote import DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, extract_renamed, one_line, root_owned
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
+from agentcompass.providers.docker_compose import (cleanup_networks, create_network, create_options, host_options,
+                                                   networking, remove_services, start_services, volume_names)
+from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ContainerSpec, ExecResult, SandboxSpec, cap_output
 from agentcompass.schema import Strict
 
 if TYPE_CHECKING:
@@ -130,6 +132,8 @@ class DockerProvider:
         import docker
 
         image, own = self._image_for(spec)
+        client = spec.compose.client if spec.compose else None
+        services = self._start_services(spec) if spec.compose else []
         settings = self.settings
         cpus = settings.cpus or spec.cpus
         if cpus and self._engine_cpus:
@@ -137,13 +141,18 @@ class DockerProvider:
         memory_mb = settings.memory_mb or spec.memory_mb
         api = self.client.api
         host_config = api.create_host_config(
-            network_mode=settings.network if spec.allow_internet else "none",
+            network_mode=(client.network_mode or spec.name) if client else settings.network if spec.allow_internet else "none",
             nano_cpus=int(cpus * 1e9) if cpus else None,
             mem_limit=f"{memory_mb}m" if memory_mb else None,
             init=settings.init,
+            **(host_options(client, spec.name) if client else {}),
         )
         create = dict(image=image, command=KEEP_ALIVE, entrypoint=["/bin/sh"], working_dir=spec.workdir or None,
                       environment=spec.env, labels=spec.labels, name=spec.name, host_config=host_config, detach=True)
+        if client:  # a compose service keeps its own entrypoint and command: they may start what the task needs
+            create.update(create_options(client))
+            if not client.network_mode:
+                create["networking_config"] = networking(api, spec.name, client.name)
         try:
             try:
                 created = api.create_container(**create)
@@ -154,10 +163,15 @@ class DockerProvider:
                 api.remove_container(spec.name, force=True, v=True)
                 created = api.create_container(**create)
         except docker.errors.APIError as exc:
+            if spec.compose:
+                remove_services(api, spec.name, services, volume_names(spec))
             raise InfraError(f"cannot create container {spec.name} from {image}: {one_line(exc.explanation or exc)}") from exc
         if not spec.workdir:  # the image's own WorkingDir, `/` when it sets none (as `docker run` does)
             spec = dataclasses.replace(spec, workdir=api.inspect_image(image)["Config"].get("WorkingDir") or "/")
-        sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own)
+        if spec.compose:
+            sandbox: DockerSandbox = ComposeSandbox(self.client, created["Id"], spec, settings, services, has_task_image=own)
+        else:
+            sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own)
         try:
             api.start(created["Id"])
         except docker.errors.APIError as exc:
@@ -177,6 +191,7 @@ class DockerProvider:
                 removed += 1
             except docker.errors.NotFound:
                 continue
+        cleanup_networks(self.client, labels)  # compose tasks' networks and volumes
         return removed
 
     # -- images --------------------------------------------------------------------------
@@ -190,7 +205,26 @@ class DockerProvider:
             return spec.image, True
         if spec.build_context is None:
             raise InfraError(f"sandbox {spec.name} has no image and no Dockerfile to build")
+        client = spec.compose.client if spec.compose else None
+        if client:
+            return self._build(spec.build_context, spec.log_dir, client.dockerfile, client.build_args), True
         return self._build(spec.build_context, spec.log_dir), True
+
+    def service_image(self, service: ContainerSpec, log_dir: Path | None) -> str:
+        """A compose service's image: pulled, or built (its log is build-SERVICE.log)."""
+        if service.build_context is None:
+            self._pull(str(service.image))
+            return str(service.image)
+        return self._build(service.build_context, log_dir, service.dockerfile, service.build_args,
+                           log_name=f"build-{service.name}.log")
+
+    def _start_services(self, spec: SandboxSpec) -> list[str]:
+        create_network(self.client.api, spec)
+        try:
+            return start_services(self, spec)
+        except BaseException:
+            remove_services(self.client.api, spec.name, [], volume_names(spec))
+            raise
 
     def _pull(self, image: str) -> None:
         import docker
@@ -210,17 +244,22 @@ class DockerProvider:
                 raise InfraError(pull_failure(image, exc)) from exc
             self._ready.add(image)
 
-    def _build(self, context: Path, log_dir: Path | None) -> str:
-        task = context.parent.name
+    def _build(self, context: Path, log_dir: Path | None, dockerfile: str = "Dockerfile",
+               build_args: dict[str, str] | None = None, log_name: str = "build.log") -> str:
+        # A Harbor task builds environment/, a Terminal-Bench task its own directory.
+        task = context.parent.name if context.name == "environment" else context.name
+        args = sorted((build_args or {}).items())
+        key = (context, dockerfile, tuple(args))
         with self._lock:
-            tag = self._tags.get(context)
+            tag = self._tags.get(key)
         if tag is None:
             # The base images' ids are part of the identity: a rebuilt base means a rebuilt task image.
-            identity = hashlib.sha256(f"{context_digest(context)}\n{self._base_ids(context)}".encode()).hexdigest()
+            recipe = f"{context_digest(context)}\n{self._base_ids(context / dockerfile)}\n{dockerfile}\n{args}"
+            identity = hashlib.sha256(recipe.encode()).hexdigest()
             tag = f"agentcompass-task/{repository_name(task)}:{identity[:16]}"
             with self._lock:
-                self._tags[context] = tag
-        build_log = log_dir / "build.log" if log_dir else None
+                self._tags[key] = tag
+        build_log = log_dir / log_name if log_dir else None
         # One build per tag at a time: concurrent trials of a task wait for the first to build it.
         with self._image_lock(tag):
             if self._has_image(tag):
@@ -234,24 +273,25 @@ class DockerProvider:
                 cli, found = find_buildkit_cli() if self.settings.buildkit else (None, "buildkit: false in the settings")
                 if cli:
                     log.write(f"builder: BuildKit through {found}\n")
-                    self._build_with_cli(cli, context, tag, task, log)
+                    self._build_with_cli(cli, context, dockerfile, args, tag, task, log)
                 else:
                     if self.settings.buildkit:
                         warn_legacy_builder(found)
                     log.write(f"builder: the engine's legacy builder ({found}); heredocs, RUN --mount and "
                               "COPY --chmod fail with it\n")
-                    self._build_legacy(context, tag, task, log)
+                    self._build_legacy(context, dockerfile, args, tag, task, log)
             self._ready.add(tag)
             return tag
 
-    def _build_legacy(self, context: Path, tag: str, task: str, log: IO[str]) -> None:
+    def _build_legacy(self, context: Path, dockerfile: str, args: list[tuple[str, str]], tag: str, task: str,
+                      log: IO[str]) -> None:
         """docker-py's build: the engine's legacy builder, for engines the docker CLI cannot reach."""
         import docker
 
         deadline = time.monotonic() + self.settings.build_timeout_s
         try:
-            stream = self.client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
-                                           timeout=int(self.settings.build_timeout_s))
+            stream = self.client.api.build(path=str(context), dockerfile=dockerfile, buildargs=dict(args), tag=tag,
+                                           rm=True, forcerm=True, decode=True, timeout=int(self.settings.build_timeout_s))
             for event in stream:
                 text = event.get("stream") or event.get("status") or ""
                 if text:
@@ -265,14 +305,15 @@ class DockerProvider:
         except docker.errors.DockerException as exc:
             raise InfraError(f"task '{task}': docker build of its environment failed: {one_line(exc)[:300]}; see build.log") from exc
 
-    def _build_with_cli(self, cli: str, context: Path, tag: str, task: str, log: IO[str]) -> None:
+    def _build_with_cli(self, cli: str, context: Path, dockerfile: str, args: list[tuple[str, str]], tag: str,
+                        task: str, log: IO[str]) -> None:
         """BuildKit through the docker CLI, its output straight into build.log; killed on timeout or interrupt."""
         with temporary_dir() as scratch:
-            dockerfile, rewritten = prepared_dockerfile(context, self._engine_major(), Path(scratch))
+            path, rewritten = prepared_dockerfile(context / dockerfile, self._engine_major(), Path(scratch))
             if rewritten:
                 log.write("heredocs rewritten into shell commands: this engine's Dockerfile frontend predates them\n")
             start = log.tell()
-            code, why = run_build(cli, context, dockerfile, tag, log, self.settings.build_timeout_s)
+            code, why = run_build(cli, context, path, args, tag, log, self.settings.build_timeout_s)
         log.seek(start)
         text = log.read()  # what the build wrote, to name its error
         if code == 0:
@@ -290,12 +331,12 @@ class DockerProvider:
         """Ctrl-C: end every image build in flight (the sandboxes are closed by the runner)."""
         BUILDS.kill_all()
 
-    def _base_ids(self, context: Path) -> str:
+    def _base_ids(self, dockerfile: Path) -> str:
         """The local image ids of the Dockerfile's FROM images (`missing` for one the build will pull)."""
         import docker
 
         ids = []
-        for ref in from_images((context / "Dockerfile").read_text(encoding="utf-8", errors="replace")):
+        for ref in from_images(dockerfile.read_text(encoding="utf-8", errors="replace")):
             try:
                 ids.append(self.client.api.inspect_image(ref)["Id"])
             except docker.errors.ImageNotFound:
@@ -532,3 +573,18 @@ def split_frames(pending: bytearray) -> list[tuple[int, bytes]]:
         out.append((pending[0], bytes(pending[8 : 8 + size])))
         del pending[: 8 + size]
     return out
+
+
+class ComposeSandbox(DockerSandbox):
+    """The client of a compose task: closing it also removes the trial's services, network and volumes."""
+
+    def __init__(self, client: "docker.DockerClient", container_id: str, spec: SandboxSpec,
+                 settings: DockerProvider.Settings, services: list[str], has_task_image: bool = True) -> None:
+        super().__init__(client, container_id, spec, settings, has_task_image)
+        self.services = services  # the other services' containers
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            remove_services(self.api, self.spec.name, self.services, volume_names(self.spec))
