@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 DEFAULT_OUTPUT_CAP = 10 * 1024 * 1024  # bytes kept per stream; the rest is dropped and marked
 TRUNCATION_MARK = "\n[... output truncated by agentcompass ...]\n"
@@ -59,6 +59,7 @@ class ContainerSpec:
     cpus: float | None = None
     memory_mb: int | None = None
     network_mode: str | None = None  # e.g. host, none; default: the trial's own network
+    healthcheck: dict[str, Any] | None = None  # the engine's format (test, interval in ns, ...); waited for
 
 
 @dataclass

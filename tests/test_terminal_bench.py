@@ -152,6 +152,39 @@ def test_compose_details_and_defaults(tmp_path: Path) -> None:
     assert tasks["list-env"].env == {"B": "x=y"}  # a bare name means "from the host": not ours
 
 
+def test_compose_services_are_read_with_their_container_details(tmp_path: Path) -> None:
+    write_task(tmp_path, "multi", compose="""
+        services:
+          client:
+            build: {context: ., dockerfile: Dockerfile, args: [MODE=fast]}
+            command: sleep infinity
+            user: "1000:1000"
+            tmpfs: /scratch:size=64m
+            volumes: ["${T_BENCH_TASK_LOGS_PATH}:${T_BENCH_CONTAINER_LOGS_PATH}", "data:/data", "./local:/local"]
+            deploy: {resources: {limits: {cpus: "1.5", memory: 2G}}}
+            cap_add: [SYS_PTRACE]
+          db:
+            image: postgres:16
+            entrypoint: ["docker-entrypoint.sh"]
+            mem_limit: 512m
+            privileged: true
+            network_mode: host
+            healthcheck: {test: "pg_isready", interval: 1m30s, timeout: 500ms, retries: 3}
+        """)
+    task = TerminalBenchFormat(recipe_for(tmp_path)).load()[0]
+    client, (db,) = task.compose.client, task.compose.services
+    assert (client.command, client.user, client.tmpfs, client.build_args) == (
+        ["sleep", "infinity"], "1000:1000", {"/scratch": "size=64m"}, {"MODE": "fast"})
+    assert client.volumes == {"/logs": "", "/data": "data", "/local": ""}
+    assert (task.cpus, task.memory_mb, client.cap_add) == (1.5, 2048, ["SYS_PTRACE"])
+    assert (db.image, db.entrypoint, db.memory_mb, db.privileged, db.network_mode) == (
+        "postgres:16", ["docker-entrypoint.sh"], 512, True, "host")
+    assert db.healthcheck == {"test": ["CMD-SHELL", "pg_isready"], "interval": 90_000_000_000,
+                              "timeout": 500_000_000, "retries": 3}
+    fixtures = {t.id: t for t in TerminalBenchFormat(recipe_for(TB1)).load()}
+    assert fixtures["count-lines"].compose is None  # a bare Dockerfile: no compose
+
+
 @pytest.mark.parametrize(("value", "variables", "expected"), [
     ("${A:-d}", {}, "d"), ("${A:-d}", {"A": ""}, "d"), ("${A-d}", {"A": ""}, ""), ("${A:-d}", {"A": "v"}, "v"),
     ("${A:+alt}", {"A": "v"}, "alt"), ("${A:+alt}", {}, ""), ("${A+alt}", {"A": ""}, "alt"),
@@ -481,21 +514,25 @@ services:
     deploy:
       resources:
         limits: {{memory: 256M}}
+    depends_on:
+      server: {{condition: service_healthy}}
   server:
     image: {base}
-    command: ["sh", "-c", "echo 42 > /shared/answer.txt && cd /shared && exec python3 -m http.server 8000"]
+    command: ["sh", "-c", "sleep 3 && echo 42 > /shared/answer.txt && cd /shared && exec python3 -m http.server 8000"]
     volumes:
       - shared:/shared
+    healthcheck:
+      test: ["CMD", "python3", "-c", "import urllib.request as u; u.urlopen('http://localhost:8000/answer.txt')"]
+      interval: 500ms
+      retries: 60
 """
 CLIENT_DOCKERFILE = """FROM {base}
 ARG GREETING
 RUN echo "$GREETING" > /greeting
 WORKDIR /app
 """
-# Ask the server service for its answer, waiting for it to come up.
-FETCH = ("for i in $(seq 100); do python3 -c 'import urllib.request as u; "
-         "print(u.urlopen(\"http://server:8000/answer.txt\").read().decode().strip())' 2>/dev/null && break; "
-         "sleep 0.2; done")
+# Ask the server service for its answer, once: its healthcheck was waited for before the client started.
+FETCH = "python3 -c 'import urllib.request as u; print(u.urlopen(\"http://server:8000/answer.txt\").read().decode().strip())'"
 
 
 @pytest.mark.docker

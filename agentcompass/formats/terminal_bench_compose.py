@@ -129,6 +129,34 @@ def volume_mounts(value: Any) -> dict[str, str]:
     return mounts
 
 
+def nanoseconds(value: Any) -> int | None:
+    """A compose duration (`30s`, `1m30s`, `500ms`, a number of seconds) in nanoseconds."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|ns)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        try:
+            return int(float(text) * 1e9)
+        except ValueError:
+            raise UserError(f"docker-compose duration {value!r} is not one such as 30s or 1m30s") from None
+    scale = {"h": 3600e9, "m": 60e9, "s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1}
+    return int(sum(float(n) * scale[u] for n, u in parts))
+
+
+def healthcheck(value: Any) -> dict[str, Any] | None:
+    """A compose healthcheck in the engine's terms; None when absent or disabled."""
+    if not isinstance(value, dict) or value.get("disable"):
+        return None
+    test = value.get("test")
+    test = ["CMD-SHELL", test] if isinstance(test, str) else [str(t) for t in test or []]
+    if not test or test == ["NONE"]:
+        return None
+    check = {"test": test, "interval": nanoseconds(value.get("interval")), "timeout": nanoseconds(value.get("timeout")),
+             "retries": value.get("retries"), "start_period": nanoseconds(value.get("start_period"))}
+    return {key: item for key, item in check.items() if item is not None}
+
+
 def read_service(compose: Path, name: str, spec: Any) -> ContainerSpec:
     spec = spec or {}
     limits = ((spec.get("deploy") or {}).get("resources") or {}).get("limits") or {}
@@ -140,7 +168,8 @@ def read_service(compose: Path, name: str, spec: Any) -> ContainerSpec:
         volumes=volume_mounts(spec.get("volumes")), privileged=bool(spec.get("privileged")),
         cap_add=[str(c) for c in spec.get("cap_add") or []], cpus=float(cpus) if cpus is not None else None,
         memory_mb=memory_mb(limits.get("memory", spec.get("mem_limit"))),
-        network_mode=str(spec["network_mode"]) if spec.get("network_mode") else None)
+        network_mode=str(spec["network_mode"]) if spec.get("network_mode") else None,
+        healthcheck=healthcheck(spec.get("healthcheck")))
     build = spec.get("build")
     if build is not None:
         build = {"context": build} if isinstance(build, str) else dict(build)

@@ -9,6 +9,7 @@ privileges and user. Everything carries the trial's labels, so `cleanup` finds w
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import InfraError
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     import docker
 
     from agentcompass.providers.docker import DockerProvider
+
+HEALTHY_WITHIN_S = 300.0
 
 
 def host_options(service: ContainerSpec, volume_prefix: str) -> dict[str, Any]:
@@ -40,6 +43,7 @@ def host_options(service: ContainerSpec, volume_prefix: str) -> dict[str, Any]:
 def create_options(service: ContainerSpec) -> dict[str, Any]:
     """create_container keywords: the service's own entrypoint, command, user and anonymous volumes."""
     return {
+        "healthcheck": service.healthcheck,
         "entrypoint": service.entrypoint,
         "command": service.command,
         "user": service.user or "",
@@ -109,6 +113,9 @@ def start_services(provider: "DockerProvider", spec: SandboxSpec) -> list[str]:
                 **create_options(service))
             started.append(created["Id"])
             api.start(created["Id"])
+        for service in spec.compose.services if spec.compose else []:
+            if service.healthcheck:
+                wait_healthy(api, f"{spec.name}-{service.name}", service.name)
     except docker.errors.APIError as exc:
         remove_services(api, spec.name, started)
         raise InfraError(f"cannot start service {service.name} of {spec.name}: {one_line(exc.explanation or exc)}") from exc
@@ -116,6 +123,20 @@ def start_services(provider: "DockerProvider", spec: SandboxSpec) -> list[str]:
         remove_services(api, spec.name, started)
         raise
     return started
+
+
+def wait_healthy(api: Any, container: str, service: str) -> None:
+    """Wait for a service's healthcheck to pass, as compose's `depends_on: condition: service_healthy` does."""
+    deadline = time.monotonic() + HEALTHY_WITHIN_S
+    while time.monotonic() < deadline:
+        state = api.inspect_container(container)["State"]
+        status = (state.get("Health") or {}).get("Status")
+        if status == "healthy":
+            return
+        if status == "unhealthy" or not state.get("Running"):
+            break
+        time.sleep(0.5)
+    raise InfraError(f"service {service} did not become healthy (its healthcheck) within {HEALTHY_WITHIN_S:.0f}s")
 
 
 def remove_services(api: Any, network: str, containers: list[str], volumes: set[str] | None = None) -> None:
