@@ -175,9 +175,9 @@ class TerminalBenchFormat:
 
     def _solve_without_terminal(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", script: Path,
                                 keystrokes: list[Keystrokes] | None) -> AgentOutcome:
-        """No tmux in the image: the commands typed with Enter run as one bash script (keys are not emulated)."""
+        """No tmux in the image: the commands typed with Enter run as one bash script; bare keys are not sent."""
         if keystrokes is not None:
-            script = trial.write("solution.sh", "".join(k.command + ("\n" if k.append_enter else "") for k in keystrokes))
+            script = trial.write("solution.sh", "".join(k.command + "\n" for k in keystrokes if k.append_enter))
         sandbox.upload(script, f"{ORACLE_DIR}/solution.sh")
         return run_solution(task, sandbox, trial, f"bash {ORACLE_DIR}/solution.sh")
 
