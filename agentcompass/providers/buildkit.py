@@ -47,8 +47,9 @@ def has_buildx(cli: str) -> bool:
 
 
 @functools.cache
-def find_buildkit_cli() -> tuple[str | None, str]:
-    """A docker CLI that builds with BuildKit, and what was found (for build.log and the fallback warning)."""
+def find_buildkit_cli() -> tuple[list[str] | None, str]:
+    """The command that builds with BuildKit (`docker build`, `docker buildx build --load`), and what was
+    found (for build.log and the fallback warning)."""
     candidates = dict.fromkeys(c for c in (shutil.which("docker"), *CANDIDATE_CLIS) if c and os.access(c, os.X_OK))
     seen = []
     for cli in candidates:
@@ -56,9 +57,9 @@ def find_buildkit_cli() -> tuple[str | None, str]:
         if major is None:
             seen.append(f"{cli} (does not run)")
         elif major < 23:
-            return cli, f"{cli} {major}.x with its built-in BuildKit client"
+            return [cli, "build"], f"{cli} {major}.x with its built-in BuildKit client"
         elif has_buildx(cli):
-            return cli, f"{cli} {major}.x with buildx"
+            return [cli, "buildx", "build", "--load"], f"{cli} {major}.x with buildx"
         else:
             seen.append(f"{cli} {major}.x without the buildx plugin")
     return None, "no docker CLI that can build with BuildKit: " + ("; ".join(seen) or "no docker CLI on PATH")
@@ -111,12 +112,12 @@ def kill_session(proc: subprocess.Popen[bytes]) -> None:
 BUILDS = BuildProcesses()
 
 
-def run_build(cli: str, context: Path, dockerfile: Path, args: list[tuple[str, str]], tag: str, log: IO[str],
+def run_build(build: list[str], context: Path, dockerfile: Path, args: list[tuple[str, str]], tag: str, log: IO[str],
               timeout_s: float) -> tuple[int | None, str]:
     """Build `tag`; returns (exit code, '') or (None, why) when it timed out or was interrupted."""
     env = {**os.environ, "DOCKER_BUILDKIT": "1", "BUILDKIT_PROGRESS": "plain"}
     build_args = [word for key, value in args for word in ("--build-arg", f"{key}={value}")]
-    argv = [cli, "build", "--progress=plain", "--tag", tag, "--file", str(dockerfile), *build_args, str(context)]
+    argv = [*build, "--progress=plain", "--tag", tag, "--file", str(dockerfile), *build_args, str(context)]
     log.write(f"$ DOCKER_BUILDKIT=1 {shlex.join(argv)}\n")
     log.flush()  # the build process appends to the same file
     proc = BUILDS.start(argv, log, env)

@@ -305,7 +305,7 @@ class DockerProvider:
         except docker.errors.DockerException as exc:
             raise InfraError(f"task '{task}': docker build of its environment failed: {one_line(exc)[:300]}; see build.log") from exc
 
-    def _build_with_cli(self, cli: str, context: Path, dockerfile: str, args: list[tuple[str, str]], tag: str,
+    def _build_with_cli(self, cli: list[str], context: Path, dockerfile: str, args: list[tuple[str, str]], tag: str,
                         task: str, log: IO[str]) -> None:
         """BuildKit through the docker CLI, its output straight into build.log; killed on timeout or interrupt."""
         with temporary_dir() as scratch:
