@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.providers.buildkit import rewrite_heredocs
+from agentcompass.providers.dockerfile_heredocs import rewrite_heredocs
 from agentcompass.sandbox import SandboxSpec
 
 MODERN_DOCKERFILE = """\

@@ -15,17 +15,16 @@ import io
 import os
 import re
 import socket
-import sys
 import tarfile
 import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path, PurePosixPath
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import InfraError, UserError
-from agentcompass.providers.buildkit import BUILDS, find_buildkit_cli, prepared_dockerfile, run_build, temporary_dir
+from agentcompass.providers.docker_build import BUILDS, BuildRequest, build_image
 from agentcompass.providers.remote import DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, extract_renamed, one_line, root_owned
 from agentcompass.providers.docker_compose import (cleanup_networks, create_network, create_options, host_options,
                                                    networking, remove_services, start_services, volume_names)
@@ -270,62 +269,10 @@ class DockerProvider:
             log = open(build_log, "w+", encoding="utf-8", errors="replace") if build_log else tempfile.TemporaryFile("w+")
             with log:
                 log.write(f"building {tag} from {context}\n")
-                cli, found = find_buildkit_cli() if self.settings.buildkit else (None, "buildkit: false in the settings")
-                if cli:
-                    log.write(f"builder: BuildKit through {found}\n")
-                    self._build_with_cli(cli, context, dockerfile, args, tag, task, log)
-                else:
-                    if self.settings.buildkit:
-                        warn_legacy_builder(found)
-                    log.write(f"builder: the engine's legacy builder ({found}); heredocs, RUN --mount and "
-                              "COPY --chmod fail with it\n")
-                    self._build_legacy(context, dockerfile, args, tag, task, log)
+                build_image(self.client.api, BuildRequest(context, dockerfile, args, tag, task), log,
+                            self.settings.buildkit, self.settings.build_timeout_s)
             self._ready.add(tag)
             return tag
-
-    def _build_legacy(self, context: Path, dockerfile: str, args: list[tuple[str, str]], tag: str, task: str,
-                      log: IO[str]) -> None:
-        """docker-py's build: the engine's legacy builder, for engines the docker CLI cannot reach."""
-        import docker
-
-        deadline = time.monotonic() + self.settings.build_timeout_s
-        try:
-            stream = self.client.api.build(path=str(context), dockerfile=dockerfile, buildargs=dict(args), tag=tag,
-                                           rm=True, forcerm=True, decode=True, timeout=int(self.settings.build_timeout_s))
-            for event in stream:
-                text = event.get("stream") or event.get("status") or ""
-                if text:
-                    log.write(text)
-                if "error" in event:
-                    log.write(f"ERROR: {event['error']}\n")
-                    raise InfraError(f"task '{task}': docker build of its environment failed: "
-                                     f"{one_line(event['error'])[:300]}; see build.log")
-                if time.monotonic() > deadline:
-                    raise InfraError(f"task '{task}': docker build took longer than {self.settings.build_timeout_s:.0f}s; see build.log")
-        except docker.errors.DockerException as exc:
-            raise InfraError(f"task '{task}': docker build of its environment failed: {one_line(exc)[:300]}; see build.log") from exc
-
-    def _build_with_cli(self, cli: list[str], context: Path, dockerfile: str, args: list[tuple[str, str]], tag: str,
-                        task: str, log: IO[str]) -> None:
-        """BuildKit through the docker CLI, its output straight into build.log; killed on timeout or interrupt."""
-        with temporary_dir() as scratch:
-            path, rewritten = prepared_dockerfile(context / dockerfile, self._engine_major(), Path(scratch))
-            if rewritten:
-                log.write("heredocs rewritten into shell commands: this engine's Dockerfile frontend predates them\n")
-            start = log.tell()
-            code, why = run_build(cli, context, path, args, tag, log, self.settings.build_timeout_s)
-        log.seek(start)
-        text = log.read()  # what the build wrote, to name its error
-        if code == 0:
-            return
-        if why == "interrupted":
-            raise InfraError(f"task '{task}': docker build interrupted")
-        reason = why or (last_error_line(text) or f"docker build exited {code}")
-        raise InfraError(f"task '{task}': docker build of its environment failed: {one_line(reason)[:300]}; see build.log")
-
-    def _engine_major(self) -> int | None:
-        match = re.match(r"(\d+)\.", str(self.client.version().get("Version", "")))
-        return int(match.group(1)) if match else None
 
     def interrupt(self) -> None:
         """Ctrl-C: end every image build in flight (the sandboxes are closed by the runner)."""
@@ -358,24 +305,6 @@ def from_images(dockerfile: str) -> list[str]:
         if len(words) >= 4 and words[2].upper() == "AS":
             stages.add(words[3])
     return images
-
-
-def last_error_line(output: str) -> str | None:
-    """The most telling line of a failed BuildKit build: its ERROR, else the last line."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith(("ERROR", "error:", "failed to solve"))]
-    return (errors or lines or [None])[-1]
-
-
-_warned = False
-
-
-def warn_legacy_builder(reason: str) -> None:
-    """Say once per process that builds fall back to the legacy builder, and why."""
-    global _warned
-    if not _warned:
-        _warned = True
-        print(f"warning: docker builds use the engine's legacy builder: {reason}", file=sys.stderr)
 
 
 def pull_failure(image: str, answer: Any) -> str:
