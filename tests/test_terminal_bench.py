@@ -185,6 +185,18 @@ def test_compose_services_are_read_with_their_container_details(tmp_path: Path) 
     assert fixtures["count-lines"].compose is None  # a bare Dockerfile: no compose
 
 
+
+def test_services_start_after_those_they_depend_on(tmp_path: Path) -> None:
+    write_task(tmp_path, "ordered", compose="""
+        services:
+          client: {build: ., depends_on: [api]}
+          api: {image: x, depends_on: {db: {condition: service_healthy}, cache: {condition: service_started}}}
+          db: {image: x}
+          cache: {image: x}
+        """)
+    task = TerminalBenchFormat(recipe_for(tmp_path)).load()[0]
+    assert [s.name for s in task.compose.services] == ["db", "cache", "api"]
+
 @pytest.mark.parametrize(("value", "variables", "expected"), [
     ("${A:-d}", {}, "d"), ("${A:-d}", {"A": ""}, "d"), ("${A-d}", {"A": ""}, ""), ("${A:-d}", {"A": "v"}, "v"),
     ("${A:+alt}", {"A": "v"}, "alt"), ("${A:+alt}", {}, ""), ("${A+alt}", {"A": ""}, "alt"),

@@ -198,5 +198,23 @@ def read_services(task_dir: Path) -> dict[str, ContainerSpec]:
     services = data.get("services") if isinstance(data, dict) else None
     if not isinstance(services, dict) or CLIENT not in services:
         raise UserError(f"{compose}: no `{CLIENT}` service; a Terminal-Bench task runs its agent in the client service")
-    ordered = {CLIENT: services[CLIENT], **{k: v for k, v in services.items() if k != CLIENT}}
+    ordered = {CLIENT: services[CLIENT], **{k: services[k] for k in start_order(services) if k != CLIENT}}
     return {str(name): read_service(compose, str(name), spec) for name, spec in ordered.items()}
+
+
+def start_order(services: dict[str, Any]) -> list[str]:
+    """Service names with each one after those it `depends_on` (file order otherwise), as compose starts them."""
+    order: list[str] = []
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in order or name not in services:
+            return
+        if name in path:
+            raise UserError(f"docker-compose services depend on each other in a cycle: {' -> '.join((*path, name))}")
+        for needed in (services[name] or {}).get("depends_on") or []:  # a list, or a mapping with conditions
+            visit(str(needed), (*path, name))
+        order.append(name)
+
+    for name in services:
+        visit(str(name), ())
+    return order
