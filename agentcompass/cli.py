@@ -63,11 +63,18 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         help="user dir with recipes/ harnesses/ providers/ models/ (repeatable)")
 
 
+def env_help(default: str = "local") -> str:
+    """--env's help: the envs that have a YAML (never one that would answer `unknown env`)."""
+    from agentcompass.catalog import known_envs
+
+    return f"execution environment: {', '.join(known_envs())} (default {default}; see `agentcompass list envs`)"
+
+
 def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = True) -> None:
     parser.add_argument("words", nargs="*", metavar="BENCHMARK HARNESS MODEL [KEY=VALUE ...]",
                         help="names from `agentcompass list`, then Hydra overrides; MODEL is a preset, "
                              "a provider/model string, or none")
-    parser.add_argument("--env", default=None, help="execution environment: local (default), docker, modal, gcp")
+    parser.add_argument("--env", default=None, help=env_help())
     parser.add_argument("--benchmark-params", metavar="JSON", help="deep-merged into benchmark.params")
     parser.add_argument("--harness-params", metavar="JSON", help="deep-merged into harness")
     parser.add_argument("--env-params", metavar="JSON", help="deep-merged into env")
@@ -81,6 +88,10 @@ def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = T
         parser.add_argument("--max-retries", type=non_negative_int, metavar="N", help="infra retries (default 2)")
         parser.add_argument("--results-dir", metavar="DIR", help="default results/")
         parser.add_argument("--run-name", metavar="NAME", help="default a timestamp; reuse a name to resume")
+        parser.add_argument("--retry-errors", action="store_true", default=None,
+                            help="on resume, rerun the attempts recorded as errors")
+        parser.add_argument("--new-run", action="store_true", default=None,
+                            help="when the run name holds a run with other settings, start NAME-2 (-3, ...) beside it")
         parser.add_argument("-m", "--multirun", action="store_true", help="sweep comma-separated values (Hydra multirun)")
 
 
@@ -118,7 +129,7 @@ def split_words(words: list[str]) -> tuple[list[str], list[str]]:
 
 
 def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str]) -> "Any":
-    """Turn parsed flags into Hydra overrides; JSON and names are checked here."""
+    """Turn parsed flags into Hydra overrides, remembering which flag or text gave each; JSON and names are checked here."""
     from agentcompass.config import CUSTOM_MODEL, GROUPS, Invocation, check_choice, group_entries, is_secret_override
     from agentcompass.overrides import PARAM_TARGETS, flatten, hydra_value, parse_json_object
 
@@ -129,17 +140,18 @@ def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str
         if not path.is_file():
             raise UserError(f"--config file '{path}' does not exist; pass a YAML file")
     benchmark, harness, model = names
-    overrides: list[str] = []
+    typed: dict[str, str] = {}
     for key, value in (("benchmark", benchmark), ("harness", harness), ("env", args.env or "local")):
         for item in value.split(","):
             check_choice(key, item, roots)
-        overrides.append(f"{GROUPS[key][1]}={value}")
+        typed[f"{GROUPS[key][1]}={value}"] = "--env" if key == "env" else key.upper()
     presets = group_entries("model", roots)
     model_items = model.split(",")
     if all(m in presets for m in model_items):
-        overrides.append(f"{GROUPS['model'][1]}={model}")
+        typed[f"{GROUPS['model'][1]}={model}"] = "MODEL"
     elif all("/" in m for m in model_items):
-        overrides += [f"{GROUPS['model'][1]}={CUSTOM_MODEL}", f"model.name={','.join(hydra_value(m) for m in model_items)}"]
+        typed[f"{GROUPS['model'][1]}={CUSTOM_MODEL}"] = "MODEL"
+        typed[f"model.name={','.join(hydra_value(m) for m in model_items)}"] = "MODEL"
     else:
         bad = next(m for m in model_items if m not in presets and "/" not in m)
         check_choice("model", bad, roots)  # raises, naming the closest preset
@@ -147,18 +159,31 @@ def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str
     for flag, target in PARAM_TARGETS.items():
         text = getattr(args, flag)
         if text is not None:
-            overrides += flatten(target, parse_json_object(flag, text))
+            typed.update(dict.fromkeys(flatten(target, parse_json_object(flag, text)), flag_name(flag)))
     if args.model_base_url:
-        overrides.append(f"++model.base_url={hydra_value(args.model_base_url)}")
+        typed[f"++model.base_url={hydra_value(args.model_base_url)}"] = "--model-base-url"
     run_flags = {"task_concurrency": "run.task_concurrency", "k": "run.k", "max_retries": "run.max_retries",
-                 "results_dir": "run.results_dir", "run_name": "run.run_name"}
+                 "results_dir": "run.results_dir", "run_name": "run.run_name", "retry_errors": "run.retry_errors",
+                 "new_run": "run.new_run"}
     for flag, key in run_flags.items():
         value = getattr(args, flag, None)
         if value is not None:
-            overrides.append(f"{key}={hydra_value(value)}")
-    invocation.secret_values = {o.partition("=")[0].lstrip("+"): o.partition("=")[2] for o in extra if is_secret_override(o)}
-    invocation.overrides = overrides + [force_add(o) for o in extra if not is_secret_override(o)]
+            typed[f"{key}={hydra_value(value)}"] = flag_name(flag)
+    invocation.overrides = list(typed)
+    for override in extra:
+        key, _, value = override.partition("=")
+        if is_secret_override(override):
+            invocation.secret_values[key.lstrip("+")] = value
+            typed[f"{key}=***"] = f"'{key}=***'"
+        else:
+            invocation.overrides.append(force_add(override))
+            typed[force_add(override)] = f"'{override}'"
+    invocation.typed = typed
     return invocation
+
+
+def flag_name(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
 
 
 def force_add(override: str) -> str:
@@ -199,9 +224,10 @@ def cmd_config_show(args: argparse.Namespace, argv: list[str]) -> int:
     names, extra = selection(args, "config show")
     args.run_name = args.run_name if getattr(args, "run_name", None) else "<timestamp>"
     invocation = build_invocation(args, names, extra)
+    invocation.writes_results = False  # only shows: a results dir it cannot write is no error here
     from agentcompass.launch import show_config
 
-    print(show_config(invocation), end="")
+    print(show_config(invocation, multirun=args.multirun), end="")
     return 0
 
 

@@ -7,7 +7,6 @@ after Hydra composed the config, so they never reach Hydra's own output or overr
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,19 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from agentcompass.catalog import (  # noqa: F401  (re-exported: the config folders)
+    GROUPS,
+    PLURAL_OF,
+    PLURALS,
+    check_choice,
+    describe,
+    group_entries,
+    recipe_chain,
+    search_roots,
+    shipped_root,
+)
 from agentcompass.errors import UserError
+from agentcompass.provenance import Provenance
 from agentcompass.registry import closest, resolve
 from agentcompass.schema import (
     EnvConfig,
@@ -30,63 +41,8 @@ if TYPE_CHECKING:
     from hydra._internal.hydra import Hydra
     from omegaconf import DictConfig
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-
-# config key -> (folder name in a config root, Hydra group@package, noun used in messages)
-GROUPS: dict[str, tuple[str, str]] = {
-    "benchmark": ("recipes", "recipes@benchmark"),
-    "harness": ("harnesses", "harnesses@harness"),
-    "model": ("models", "models@model"),
-    "env": ("providers", "providers@env"),
-}
-PLURALS = {"benchmarks": "benchmark", "harnesses": "harness", "models": "model", "envs": "env"}
-PLURAL_OF = {key: plural for plural, key in PLURALS.items()}
 CUSTOM_MODEL = "custom"  # the preset behind any `provider/model` string
 SECRET_KEY = re.compile(r"(^|_)(api_?key|token|secret|password|credentials?)(_|$)", re.IGNORECASE)
-
-
-def shipped_root() -> Path:
-    """The YAML folders: bundled inside the wheel, or the repository root in a checkout."""
-    bundled = PACKAGE_DIR / "_config"
-    return bundled if bundled.is_dir() else PACKAGE_DIR.parent
-
-
-def search_roots(config_dirs: list[Path]) -> list[Path]:
-    """Config roots, first match wins: later --config-dir first, then AGENTCOMPASS_CONFIG_PATH."""
-    env_dirs = [Path(p) for p in os.environ.get("AGENTCOMPASS_CONFIG_PATH", "").split(os.pathsep) if p]
-    for d in [*config_dirs, *env_dirs]:
-        if not d.is_dir():
-            raise UserError(f"config dir '{d}' does not exist; pass an existing directory with --config-dir or AGENTCOMPASS_CONFIG_PATH")
-    root = shipped_root()
-    return [*(d.resolve() for d in reversed(config_dirs)), *(d.resolve() for d in env_dirs), root / "conf", root]
-
-
-def group_entries(key: str, roots: list[Path]) -> dict[str, Path]:
-    """Every option of a group, name -> file, the first root that has a name winning."""
-    folder = GROUPS[key][0]
-    found: dict[str, Path] = {}
-    for root in roots:
-        for path in sorted((root / folder).glob("*.yaml")):
-            found.setdefault(path.stem, path)
-    return found
-
-
-def describe(path: Path) -> str:
-    """The `description:` line of a YAML file, read without a YAML parser (fast `list`)."""
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.startswith("description:"):
-            return line.partition(":")[2].strip().strip("'\"")
-    return ""
-
-
-def check_choice(key: str, name: str, roots: list[Path]) -> None:
-    options = group_entries(key, roots)
-    if name not in options:
-        choices = sorted(options)
-        raise UserError(
-            f"unknown {key} '{name}'; available {PLURAL_OF[key]}: {', '.join(choices)}{closest(name, choices)}; "
-            f"see `agentcompass list {PLURAL_OF[key]}`"
-        )
 
 
 @dataclass
@@ -98,15 +54,22 @@ class Invocation:
     config_dirs: list[Path] = field(default_factory=list)
     model_api_key: str | None = None  # kept out of Hydra: never in its overrides or output
     secret_values: dict[str, str] = field(default_factory=dict)  # KEY=VALUE overrides of secret keys, likewise
+    typed: dict[str, str] = field(default_factory=dict)  # override (or secret key) -> the flag or text the user typed
+    writes_results: bool = True  # False for `config show`: the results dir is not checked
 
     def roots(self) -> list[Path]:
         return search_roots(self.config_dirs)
 
 
+def is_secret_key(name: str) -> bool:
+    """`api_key`, `token_secret`, ...; not `api_key_env`, which names a variable and holds no secret."""
+    return bool(SECRET_KEY.search(name)) and not name.lower().endswith("_env")
+
+
 def is_secret_override(override: str) -> bool:
     """`model.api_key=...` and the like: applied after composition so Hydra never records them."""
     key = override.partition("=")[0].lstrip("+")
-    return "=" in override and bool(SECRET_KEY.search(key.rpartition(".")[2]))
+    return "=" in override and is_secret_key(key.rpartition(".")[2])
 
 
 def make_hydra(roots: list[Path]) -> "Hydra":
@@ -169,9 +132,15 @@ def load_overlay(path: Path) -> Any:
     return overlay
 
 
+UNSET_VARIABLE = re.compile(r"Environment variable '([^']+)' not found")
+SECTIONS = ("benchmark", "harness", "model", "env", "run")  # what a run uses, besides environments.<env>
+
+
 def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> ResolvedConfig:
-    """Apply --config overlays and secrets, resolve, merge per-provider blocks, validate."""
+    """Apply --config overlays and secrets, resolve, merge per-provider blocks, validate, check."""
     from omegaconf import OmegaConf
+
+    from agentcompass import checks
 
     choices = dict(cfg.hydra.runtime.choices) if "hydra" in cfg else {}
     overlays = [load_overlay(p) for p in invocation.config_files]
@@ -182,40 +151,41 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
         raise UserError(f"cannot apply --config: {one_line(exc)}") from exc
     for key, value in invocation.secret_values.items():
         OmegaConf.update(merged, key, value, force_add=True)
-    if "hydra" in merged:
-        merged = OmegaConf.masked_copy(merged, [k for k in merged if k != "hydra"])
-    try:
-        data: dict[str, Any] = OmegaConf.to_container(merged, resolve=True)  # type: ignore[assignment]
-    except Exception as exc:
-        raise UserError(f"cannot resolve the config: {one_line(exc)}") from exc
-    for key in ("benchmark", "harness", "model", "env", "run"):
-        if not isinstance(data.get(key), dict):
-            raise UserError(f"config key '{key}' must be a mapping, got {data.get(key)!r}")
+    data = resolve_in_use(merged)
     if invocation.model_api_key:
         data["model"]["api_key"] = invocation.model_api_key
 
     roots = invocation.roots()
     files = {key: group_entries(key, roots).get(choices.get(GROUPS[key][1], ""), None) for key in GROUPS}
+    files["run"] = shipped_root() / "conf" / "config.yaml"
     env_name = data["env"].get("name", "")
-    env_block = (data.get("environments") or {}).get(env_name) or {}
-    data["env"] = deep_merge(data["env"], env_block)
+    provenance = Provenance(
+        typed=[(o.partition("=")[0].lstrip("+~"), label) for o, label in invocation.typed.items()],
+        overlays=[(p, OmegaConf.to_container(o, resolve=False)) for p, o in zip(invocation.config_files, overlays)],
+        files=files, env_name=env_name, recipe_files=recipe_chain(choices.get(GROUPS["benchmark"][1], ""), roots))
+    data["env"] = deep_merge(data["env"], data["environments"].get(env_name) or {})
     bench = data["benchmark"]
     bench = deep_merge(bench, (bench.get("overrides") or {}).get(env_name) or {})
     if files["benchmark"] is not None and not bench.get("base_dir"):
         bench["base_dir"] = str(files["benchmark"].parent)
     data["benchmark"] = bench
+    model_choice = choices.get(GROUPS["model"][1], "")
+    checks.model_is_set(data["model"], model_choice)
 
     resolved = ResolvedConfig(
-        benchmark=validate(Recipe, bench, "benchmark", files["benchmark"]),
-        harness=validate(HarnessConfig, data["harness"], "harness", files["harness"]),
-        model=validate(ModelConfig, data["model"], "model", files["model"]),
-        env=validate(EnvConfig, data["env"], "env", files["env"]),
-        run=validate(RunConfig, data["run"], "run", None),
+        benchmark=validate(Recipe, bench, "benchmark", provenance),
+        harness=validate(HarnessConfig, data["harness"], "harness", provenance),
+        model=validate(ModelConfig, data["model"], "model", provenance),
+        env=validate(EnvConfig, data["env"], "env", provenance),
+        run=validate(RunConfig, data["run"], "run", provenance),
     )
-    check_impl_settings("harness", resolved.harness, files["harness"])
-    check_impl_settings("provider", resolved.env, files["env"])
-    model_choice = choices.get(GROUPS["model"][1], resolved.model.name)
-    model_label = resolved.model.name if model_choice == CUSTOM_MODEL else model_choice
+    harness_cls = check_impl_settings("harness", resolved.harness, provenance)
+    check_impl_settings("provider", resolved.env, provenance)
+    checks.benchmark_params(resolved.benchmark, provenance)
+    checks.model_settings(resolved.model, provenance, uses_model=getattr(harness_cls, "needs_model", False))
+    if invocation.writes_results:
+        checks.results_dir(resolved.run.results_dir, provenance)
+    model_label = resolved.model.name if model_choice in (CUSTOM_MODEL, "") else model_choice
     resolved.labels = {
         "benchmark": choices.get(GROUPS["benchmark"][1], resolved.benchmark.name),
         "harness": choices.get(GROUPS["harness"][1], resolved.harness.name),
@@ -226,38 +196,79 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
     return resolved
 
 
-def validate(schema: type[BaseModel], data: dict[str, Any], key: str, path: Path | None) -> Any:
+def resolve_in_use(merged: "DictConfig") -> dict[str, Any]:
+    """Plain data of the sections a run uses, interpolations resolved there only: an overlay's
+    `${oc.env:MODAL_TOKEN_ID}` under environments.modal does not concern a local run."""
+    data: dict[str, Any] = {key: resolved_section(merged, key) for key in SECTIONS}
+    for key in SECTIONS:
+        if not isinstance(data[key], dict):
+            raise UserError(f"config key '{key}' must be a mapping, got {data[key]!r}")
+    env_name = str(data["env"].get("name", ""))
+    block = resolved_section(merged, f"environments.{env_name}") if env_name else None
+    data["environments"] = {env_name: block if isinstance(block, dict) else {}}
+    return data
+
+
+def resolved_section(merged: "DictConfig", key: str) -> Any:
+    from omegaconf import DictConfig, OmegaConf
+
+    try:
+        node = OmegaConf.select(merged, key, throw_on_missing=False)
+        return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    except Exception as exc:  # an unset ${oc.env:VAR}, a bad interpolation
+        unset = UNSET_VARIABLE.search(str(exc))
+        where = getattr(exc, "full_key", None) or key
+        if unset:
+            raise UserError(f"cannot resolve the config at '{where}': environment variable {unset[1]} is not set; "
+                            f"set it, or write ${{oc.env:{unset[1]},null}} for a value that may be missing") from exc
+        raise UserError(f"cannot resolve the config at '{where}': {one_line(exc)}") from exc
+
+
+def validate(schema: type[BaseModel], data: dict[str, Any], key: str, provenance: Provenance) -> Any:
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
-        raise UserError(describe_validation(exc, schema, key, path)) from exc
+        raise UserError(describe_validation(exc, schema, key, provenance)) from exc
 
 
-def describe_validation(exc: ValidationError, schema: type[BaseModel], key: str, path: Path | None) -> str:
+def describe_validation(exc: ValidationError, schema: type[BaseModel], key: str, provenance: Provenance) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in (key, *err["loc"]))
-    origin = f" (from {path})" if path else ""
+    origin = provenance.describe(where)
     if err["type"] == "extra_forbidden":
-        allowed = ", ".join(schema.model_fields) if len(err["loc"]) == 1 else "see the docs"
-        return f"unknown key '{where}'{origin}; allowed keys: {allowed}"
+        allowed = fields_at(schema, err["loc"][:-1])
+        hint = closest(str(err["loc"][-1]), allowed)
+        return f"unknown key '{where}'{origin}{hint}; allowed keys: {', '.join(allowed) or 'none'}"
     if err["type"] == "missing":
         return f"missing key '{where}'{origin}; add it to the YAML or pass {where}=VALUE"
     return f"invalid value for '{where}'{origin}: {err['msg']} (got {err.get('input')!r})"
 
 
-def check_impl_settings(kind: str, block: HarnessConfig | EnvConfig, path: Path | None) -> None:
-    """Let the implementation class validate its own keys (its `Settings` model)."""
+def fields_at(schema: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys a (nested) schema allows at `loc`, for 'allowed keys' in messages."""
+    for part in loc:
+        field_info = schema.model_fields.get(str(part))
+        annotation = getattr(field_info, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        schema = annotation
+    return list(schema.model_fields)
+
+
+def check_impl_settings(kind: str, block: HarnessConfig | EnvConfig, provenance: Provenance) -> Any:
+    """Let the implementation class validate its own keys (its `Settings` model); returns the class."""
     cls = resolve(kind, block.impl or block.name)
     settings_model = getattr(cls, "Settings", None)
     if settings_model is not None:
-        validate(settings_model, dict(block.model_extra or {}), "harness" if kind == "harness" else "env", path)
+        validate(settings_model, dict(block.model_extra or {}), "harness" if kind == "harness" else "env", provenance)
+    return cls
 
 
 def redact(value: Any) -> Any:
     """A copy with every secret-looking key's value replaced, for run.json and `config show`."""
     if isinstance(value, dict):
         return {
-            k: ("***" if SECRET_KEY.search(str(k)) and v not in (None, "") else redact(v)) for k, v in value.items()
+            k: ("***" if is_secret_key(str(k)) and v not in (None, "") else redact(v)) for k, v in value.items()
         }
     if isinstance(value, list):
         return [redact(v) for v in value]

@@ -19,6 +19,11 @@ class InfraError(TrialError):
     """The environment failed (sandbox, image, network): retried with backoff."""
 
 
+class SandboxLost(InfraError):
+    """The sandbox itself died mid-trial (killed, OOM-killed as a whole, removed, terminated): whatever phase
+    it was in, the verdict is the infrastructure's, so the trial is retried and never graded."""
+
+
 class AgentError(TrialError):
     category = "agent"
     retryable = False

@@ -16,7 +16,7 @@ from agentcompass.config import Invocation, compose, finalize, make_hydra, publi
 from agentcompass.errors import UserError
 from agentcompass.overrides import expand, hydra_value, sweep_suffix
 from agentcompass.results import write_json
-from agentcompass.runner import PreparedRun, execute, prepare, print_summary
+from agentcompass.runner import PreparedRun, execute, prepare, print_summary, rate
 from agentcompass.scheduler import Interrupted
 
 
@@ -55,7 +55,7 @@ class Job:
 
 
 def prepare_all(invocation: Invocation, multirun: bool) -> tuple[Any, dict[tuple[str, ...], PreparedRun], set[str], list[str]]:
-    jobs, sweep_keys = expand(invocation.overrides, multirun)
+    jobs, sweep_keys = expand(invocation.overrides, multirun, invocation.typed)
     hydra = make_hydra(invocation.roots())
     prepared: dict[tuple[str, ...], PreparedRun] = {}
     for job in jobs:
@@ -70,15 +70,17 @@ def prepare_all(invocation: Invocation, multirun: bool) -> tuple[Any, dict[tuple
 def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
     hydra, prepared, sweep_keys, jobs = prepare_all(invocation, multirun)
     job = Job(invocation, sweep_keys, argv, prepared, multirun)
+    run_root = next(iter(prepared.values())).run_dir.parent
     try:
         if multirun:
-            run_root = next(iter(prepared.values())).run_dir.parent
             overrides = [*invocation.overrides, f"hydra.sweep.dir={hydra_value(str(run_root))}"]
             hydra.multirun(config_name="config", task_function=job, overrides=overrides)
         else:
             hydra.run(config_name="config", task_function=job, overrides=jobs[0])
     except KeyboardInterrupt:
         job.interrupted = True
+    if multirun and (run_root / "sweep.json").exists():
+        print_sweep(write_sweep(run_root), run_root)
     if job.failures:
         raise UserError(job.failures[0])
     if job.interrupted:
@@ -88,7 +90,7 @@ def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
     return 0
 
 
-def write_sweep(run_root: Path) -> None:
+def write_sweep(run_root: Path) -> list[dict[str, Any]]:
     """sweep.json: every result directory under the run name with its headline figures."""
     import json
 
@@ -105,16 +107,37 @@ def write_sweep(run_root: Path) -> None:
             "labels": config.get("labels", {}),
             "model": config.get("model", {}).get("name"),
             "reasoning": config.get("model", {}).get("reasoning"),
-            **{k: summary.get(k) for k in ("tasks", "trials", "passed", "failed", "errors", "pass_at_1", "pass_at_k",
-                                           "cost_usd", "cost_per_solved_usd", "tokens_in", "tokens_out", "duration_s")},
+            **{k: summary.get(k) for k in ("k", "tasks", "trials", "passed", "failed", "errors", "pass_at_1",
+                                           "pass_at_k", "solved_tasks", "solved_rate", "cost_usd",
+                                           "cost_per_solved_usd", "tokens_in", "tokens_out", "active_s")},
         })
     write_json(run_root / "sweep.json", {"runs": rows})
+    return rows
 
 
-def show_config(invocation: Invocation) -> str:
+def print_sweep(rows: list[dict[str, Any]], run_root: Path) -> None:
+    """One line per job of a sweep, then where sweep.json is."""
+    table = [("RUN", "K", "PASS@1", "PASS@K", "SOLVED", "ERRORS", "COST")]
+    for row in rows:
+        table.append((row["labels"].get("suffix") or row["dir"], str(row["k"]), rate(row["pass_at_1"]),
+                      rate(row["pass_at_k"]), f"{row['solved_tasks']}/{row['tasks']}", str(row["errors"]),
+                      f"${row['cost_usd'] or 0:.4f}"))
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    for line in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    print(f"sweep: {run_root / 'sweep.json'}", flush=True)
+
+
+def show_config(invocation: Invocation, multirun: bool = False) -> str:
+    """The composed config of each job as YAML, secrets redacted; a sweep's jobs as separate documents."""
     from omegaconf import OmegaConf
 
-    jobs, sweep_keys = expand(invocation.overrides, multirun=False)
+    jobs, sweep_keys = expand(invocation.overrides, multirun, invocation.typed)
     hydra = make_hydra(invocation.roots())
-    resolved = finalize(compose(hydra, jobs[0]), invocation)
-    return OmegaConf.to_yaml(public_dict(resolved))
+    documents = []
+    for number, job in enumerate(jobs, 1):
+        resolved = finalize(compose(hydra, job), invocation, sweep_suffix(job, sweep_keys))
+        swept = " ".join(o.lstrip("+~") for o in job if o.partition("=")[0].lstrip("+~") in sweep_keys)
+        header = f"# job {number} of {len(jobs)}: {swept}\n" if multirun else ""
+        documents.append(header + OmegaConf.to_yaml(public_dict(resolved)))
+    return "---\n".join(documents)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from agentcompass.schema import ModelConfig
 
 STANDARD_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+extra, extra_modules = "agents", ("litellm",)  # what any model but `none` needs (registry.check_extra)
 NO_KEY = "EMPTY"  # what self-hosted OpenAI-compatible servers accept when they check no key
 MTOK = 1_000_000
 

@@ -63,8 +63,10 @@ def parse_json_object(flag: str, text: str) -> dict[str, Any]:
     return data
 
 
-def expand(overrides: list[str], multirun: bool) -> tuple[list[list[str]], set[str]]:
-    """The jobs a (multi)run makes, as Hydra will name their overrides, and the keys that vary."""
+def expand(overrides: list[str], multirun: bool, typed: dict[str, str] | None = None) -> tuple[list[list[str]], set[str]]:
+    """The jobs a (multi)run makes, as Hydra will name their overrides, and the keys that vary.
+
+    `typed` maps an override to what the user typed, for messages."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -75,7 +77,9 @@ def expand(overrides: list[str], multirun: bool) -> tuple[list[list[str]], set[s
     sweeps = [o for o in parsed if o.is_sweep_override()]
     if not multirun:
         if sweeps:
-            raise UserError(f"'{sweeps[0].input_line}' sweeps several values; add -m (--multirun) to run each")
+            line = str(sweeps[0].input_line)
+            shown = (typed or {}).get(line, f"'{line}'")
+            raise UserError(f"{shown} sweeps several values; add -m (--multirun) to run each")
         return [list(overrides)], set()
     try:
         jobs = BasicSweeper.split_arguments(parsed, None)[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from datetime import datetime, timezone
@@ -17,7 +18,7 @@ from math import comb
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from agentcompass.task import Usage
 
@@ -72,18 +73,80 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def read_trials(path: Path) -> tuple[dict[tuple[str, int], TrialResult], list[str]]:
+    """The trials of a trials.jsonl, the last line per (task, attempt) winning (a retried error
+    supersedes its first record), and one message per line that is not a trial (skipped).
+
+    An unterminated last line is a write still in flight (or cut by a kill): skipped silently."""
+    if not path.is_file():
+        return {}, []
+    results: dict[tuple[str, int], TrialResult] = {}
+    problems = []
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    complete = lines[:-1]  # after the last newline: nothing, or a fragment
+    for number, line in enumerate(complete, start=1):
+        if not line.strip():
+            continue
+        try:
+            result = TrialResult.model_validate_json(line)
+        except ValidationError as exc:
+            problems.append(f"{path}:{number}: not a trial ({' '.join(str(exc.errors()[0]['msg']).split())}: "
+                            f"{line[:80].decode('utf-8', 'replace')}); skipped")
+            continue
+        results[(result.task_id, result.attempt)] = result
+    return results, problems
+
+
+def repair_tail(path: Path) -> str | None:
+    """Make trials.jsonl end with a newline before anything is appended, so the next record
+    never glues onto a torn one: a complete trial missing only its newline is terminated,
+    any other fragment (a write cut short) is cut off. Returns what was done, if anything."""
+    if not path.is_file():
+        return None
+    with path.open("rb+") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0:
+            return None
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return None
+        handle.seek(0)
+        data = handle.read()
+        start = data.rfind(b"\n") + 1
+        fragment = data[start:]
+        try:
+            TrialResult.model_validate_json(fragment)
+        except ValidationError:
+            handle.truncate(start)
+            action = f"{path}: cut off an unfinished last line ({len(fragment)} bytes); that attempt runs again"
+        else:
+            handle.write(b"\n")
+            action = f"{path}: ended the last line, which lacked its newline"
+        handle.flush()
+        os.fsync(handle.fileno())
+    return action
+
+
 class ResultsStore:
     def __init__(self, run_dir: Path) -> None:
         self.dir = run_dir
         self.trials_path = run_dir / "trials.jsonl"
         self._lock = threading.Lock()
 
-    def finished(self) -> dict[tuple[str, int], TrialResult]:
-        results = {}
-        for row in read_jsonl(self.trials_path):
-            result = TrialResult.model_validate(row)
-            results[(result.task_id, result.attempt)] = result
+    def finished(self, warn: bool = False) -> dict[tuple[str, int], TrialResult]:
+        """What trials.jsonl records; `warn` prints one line per line that is not a trial."""
+        results, problems = read_trials(self.trials_path)
+        if warn:
+            for problem in problems:
+                print(f"warning: {problem}", file=sys.stderr, flush=True)
         return results
+
+    def repair(self) -> None:
+        """Called once, under the run lock, before the first append of a session."""
+        action = repair_tail(self.trials_path)
+        if action:
+            print(f"warning: {action}", file=sys.stderr, flush=True)
 
     def trial_dir(self, task_id: str, attempt: int) -> Path:
         return self.dir / "tasks" / task_id / f"attempt-{attempt}"
@@ -119,49 +182,69 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
-def summarize(results: list[TrialResult], task_ids: list[str], k: int) -> dict[str, Any]:
+def summarize(results: list[TrialResult], task_ids: list[str], k: int, sessions: list[dict[str, Any]] = (),
+              count_errors_as_failures: bool = False) -> dict[str, Any]:
+    """The summary fields, computed as the README's "Summary fields" defines them."""
     by_task: dict[str, list[TrialResult]] = {t: [] for t in task_ids}
     for r in results:
-        by_task.setdefault(r.task_id, []).append(r)
-    attempted = {t: rs for t, rs in by_task.items() if rs}
-    usage = sum((r.usage for r in results), Usage())
-    passed = sum(r.status == "passed" for r in results)
+        if r.task_id in by_task and 1 <= r.attempt <= k:
+            by_task[r.task_id].append(r)
+    trials = [r for rs in by_task.values() for r in rs]
+    usage = sum((r.usage for r in trials), Usage())
     errors_by_category: dict[str, int] = {}
-    for r in results:
+    for r in trials:
         if r.status == "error":
             key = r.error_category or "infra"
             errors_by_category[key] = errors_by_category.get(key, 0) + 1
+    # Graded attempts: passed or failed; an error is no verdict on the agent unless the user says so.
+    graded = {t: [r for r in rs if r.status != "error" or count_errors_as_failures] for t, rs in by_task.items()}
 
-    def mean_over_tasks(kk: int) -> float:
-        if not attempted:
-            return 0.0
-        return sum(pass_at_k(len(rs), sum(r.status == "passed" for r in rs), kk) for rs in attempted.values()) / len(attempted)
+    def pass_at(kk: int) -> tuple[float | None, int]:
+        """Mean of the unbiased estimator over the tasks with at least kk graded attempts."""
+        scored = [pass_at_k(len(rs), sum(r.status == "passed" for r in rs), kk) for rs in graded.values() if len(rs) >= kk]
+        return (round(sum(scored) / len(scored), 6) if scored else None), len(scored)
 
-    starts = [r.started_at for r in results]
-    ends = [r.finished_at for r in results]
-    duration = (
-        (datetime.fromisoformat(max(ends)) - datetime.fromisoformat(min(starts))).total_seconds() if results else 0.0
-    )
+    pass_1, pass_1_tasks = pass_at(1)
+    pass_k, pass_k_tasks = pass_at(k)
+    attempted = sum(bool(rs) for rs in by_task.values())
+    solved = sum(any(r.status == "passed" for r in rs) for rs in by_task.values())
     return {
-        "tasks": len(by_task),
-        "tasks_attempted": len(attempted),
-        "trials": len(results),
-        "passed": passed,
-        "failed": sum(r.status == "failed" for r in results),
-        "errors": sum(r.status == "error" for r in results),
-        "errors_by_category": errors_by_category,
+        "tasks": len(task_ids),
+        "tasks_attempted": attempted,
+        "tasks_unattempted": len(task_ids) - attempted,
         "k": k,
-        "pass_at_1": round(mean_over_tasks(1), 6),
-        "pass_at_k": round(mean_over_tasks(k), 6),
-        "solved_tasks": sum(any(r.status == "passed" for r in rs) for rs in attempted.values()),
+        "trials_expected": len(task_ids) * k,
+        "trials": len(trials),
+        "passed": sum(r.status == "passed" for r in trials),
+        "failed": sum(r.status == "failed" for r in trials),
+        "errors": sum(r.status == "error" for r in trials),
+        "errors_by_category": errors_by_category,
+        "count_errors_as_failures": count_errors_as_failures,
+        "pass_at_1": pass_1,
+        "pass_at_1_tasks": pass_1_tasks,
+        "pass_at_k": pass_k,
+        "pass_at_k_tasks": pass_k_tasks,
+        "solved_tasks": solved,
+        "solved_rate": round(solved / len(task_ids), 6) if task_ids else None,
         "cost_usd": round(usage.cost_usd, 6),
         "cost_known": usage.cost_known,
-        "cost_per_solved_usd": round(usage.cost_usd / passed, 6) if passed else None,
+        "cost_per_solved_usd": round(usage.cost_usd / solved, 6) if solved else None,
         "model_calls": usage.model_calls,
         "tokens_in": usage.tokens_in,
         "tokens_out": usage.tokens_out,
         "tokens_cached": usage.tokens_cached,
         "generation_s": round(usage.generation_s, 3),
-        "duration_s": round(duration, 3),
+        "active_s": round(active_seconds(sessions), 3),
         "updated_at": now_iso(),
     }
+
+
+def active_seconds(sessions: list[dict[str, Any]]) -> float:
+    """Sum of each session's span (start to its last recorded end, or now while it runs):
+    the gaps between a kill and a resume are not run time."""
+    total = 0.0
+    for session in sessions:
+        start = datetime.fromisoformat(session["started_at"])
+        end = datetime.fromisoformat(session["ended_at"]) if session.get("ended_at") else datetime.now(timezone.utc)
+        total += max(0.0, (end - start).total_seconds())
+    return total

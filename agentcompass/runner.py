@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import platform
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -18,13 +20,16 @@ from agentcompass.formats.base import TaskFormat
 from agentcompass.logs import RunLog
 from agentcompass.progress import Progress
 from agentcompass.registry import resolve
-from agentcompass.results import ResultsStore, now_iso, summarize, write_json
+from agentcompass.fingerprint import differences, effective_settings, fingerprint
+from agentcompass.results import ResultsStore, TrialResult, now_iso, summarize, write_json
+from agentcompass.runlock import RunLock
 from agentcompass.scheduler import Interrupted, RetryPolicy, Scheduler
 from agentcompass.schema import ResolvedConfig
 from agentcompass.task import Task
 from agentcompass.trial import OpenSandboxes, TrialRunner
 
 log = structlog.get_logger("agentcompass")
+SUMMARY_EVERY_S = 10.0  # summary.json and the session's end in run.json are refreshed this often
 VERSIONED = ("agentcompass", "hydra-core", "omegaconf", "pydantic", "docker", "swebench", "mini-swe-agent", "litellm")
 
 
@@ -61,6 +66,7 @@ class PreparedRun:
     provider: Any
     harness: Any
     run_dir: Path
+    fingerprint: dict[str, Any]
 
 
 def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> PreparedRun:
@@ -69,40 +75,101 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     tasks = task_format.load()
     env = resolved.env
     provider = resolve("provider", env.impl or env.name)(**resolved.settings_of(env), keep=resolved.run.keep_environment)
+    grading_spec = getattr(task_format, "grading_spec", None)  # a fresh grading sandbox must be possible too
     for task in tasks:
-        provider.check(task.sandbox_spec(task.id, {}, None))
+        spec = task.sandbox_spec(task.id, {}, None)
+        for checked in (spec, grading_spec(task, spec) if grading_spec else None):
+            if checked is not None:
+                provider.check(checked)
     harness_cfg = resolved.harness
     harness_cls = resolve("harness", harness_name or harness_cfg.impl or harness_cfg.name)
     if getattr(harness_cls, "needs_model", False) and resolved.model.name == "none":
         raise UserError(f"harness '{harness_cfg.name}' needs a model; pass a preset (agentcompass list models) or a provider/model string")
     harness = harness_cls(**resolved.settings_of(harness_cfg))
-    return PreparedRun(resolved, task_format, tasks, provider, harness, run_dir_of(resolved))
+    check_tasks = getattr(harness, "check_tasks", None)  # e.g. predictions: refuse a file for another benchmark
+    if check_tasks is not None:
+        check_tasks(tasks)
+    prints = fingerprint(resolved, provider, [t.id for t in tasks])
+    return PreparedRun(resolved, task_format, tasks, provider, harness, resume_target(resolved, prints), prints)
+
+
+def resume_target(resolved: ResolvedConfig, prints: dict[str, Any]) -> Path:
+    """The run dir to use: this run's own, unless it holds a run with other settings, which is
+    refused, or with `run.new_run` (--new-run) left alone for `<run_name>-N` beside it."""
+    run_dir = run_dir_of(resolved)
+    differ = differences_from(run_dir, prints)
+    if not differ:
+        return run_dir
+    if not resolved.run.new_run:
+        raise UserError(f"{run_dir} holds a run with other settings ({'; '.join(differ)}); rerun with its settings "
+                        f"to resume it, or pass --new-run to start a new run beside it")
+    base, number = str(resolved.run.run_name), 2
+    while True:
+        resolved.run.run_name = f"{base}-{number}"
+        candidate = run_dir_of(resolved)
+        if not candidate.exists() or not differences_from(candidate, prints):
+            print(f"{'run' if candidate.exists() else 'new run'}: {candidate} ({run_dir} holds other settings: "
+                  f"{'; '.join(differ)})",
+                  file=sys.stderr, flush=True)
+            return candidate
+        number += 1
+
+
+def differences_from(run_dir: Path, prints: dict[str, Any]) -> list[str]:
+    """What differs from the settings the run in run_dir recorded (nothing for a new run)."""
+    recorded = read_run_json(run_dir).get("fingerprint")
+    return differences(recorded, prints) if isinstance(recorded, dict) else []
 
 
 def execute(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
     """Run (or resume) the trials; returns the summary. Raises Interrupted on Ctrl-C."""
+    with RunLock(prepared.run_dir):
+        return execute_locked(prepared, argv)
+
+
+def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
     resolved, run_dir = prepared.resolved, prepared.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
     store = ResultsStore(run_dir)
-    finished = store.finished()
+    store.repair()
+    finished = store.finished(warn=True)
     k = resolved.run.k
-    pending = [(t, a) for t in prepared.tasks for a in range(1, k + 1) if (t.id, a) not in finished]
+    wanted = [(t, a) for t in prepared.tasks for a in range(1, k + 1)]
+    attempts = getattr(prepared.harness, "attempts", None)  # e.g. predictions: only the instances the file has
+    if attempts is not None:
+        wanted = [(t, a) for t, a in wanted if attempts(t)]
+    pending = [(t, a) for t, a in wanted if should_run(finished.get((t.id, a)), resolved.run.retry_errors)]
+    pending_keys = {(t.id, a) for t, a in pending}
+    done = [finished[(t.id, a)] for t, a in wanted if (t.id, a) in finished and (t.id, a) not in pending_keys]
     run_info = read_run_json(run_dir)
+    if run_info:
+        retried = sum(key in finished for key in pending_keys)
+        print(f"resuming: {len(done)} of {len(wanted)} trials done" + (f", {retried} errors to retry" if retried else ""),
+              file=sys.stderr, flush=True)
+    config = public_dict(resolved)
+    config["env"].update(effective_settings(resolved, prepared.provider))  # what ran, e.g. bwrap, not auto
+    session = {"started_at": now_iso(), "ended_at": None, "status": "running"}
     run_info.update({
-        "config": public_dict(resolved),
+        "config": config,
+        "fingerprint": prepared.fingerprint,
         "versions": versions(),
         "command": redact_argv(argv),
-        "started_at": run_info.get("started_at") or now_iso(),
+        "started_at": run_info.get("started_at") or session["started_at"],
         "finished_at": None,
         "status": "running",
         "run_dir": str(run_dir),
     })
     if finished:
-        run_info.setdefault("resumed_at", []).append(now_iso())
-    write_json(run_dir / "run.json", run_info)
+        run_info.setdefault("resumed_at", []).append(session["started_at"])
+    run_info.setdefault("sessions", []).append(session)
     task_ids = [t.id for t in prepared.tasks]
-    selected = set(task_ids)
-    done = [r for r in finished.values() if r.task_id in selected]
+
+    def checkpoint(task_format: Any = None) -> dict[str, Any]:
+        """run.json with this session's end so far, then summary.json: a kill loses at most one period."""
+        session["ended_at"] = now_iso()
+        write_json(run_dir / "run.json", run_info)
+        return write_summary(run_dir, task_ids, resolved, run_info["sessions"], task_format)
+
+    checkpoint()
     sandboxes = OpenSandboxes()
     runner = TrialRunner(
         prepared.task_format, prepared.harness, prepared.provider, resolved.model,
@@ -112,28 +179,57 @@ def execute(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
     title = f"{resolved.labels['benchmark']} · {resolved.labels['harness']} · {resolved.labels['model']} · {resolved.labels['env']}"
     with RunLog(run_dir / "log.jsonl"):
         log.info("run started", run_dir=str(run_dir), pending=len(pending), finished=len(done))
-        progress = Progress(len(task_ids) * k, done=len(done), passed=sum(r.status == "passed" for r in done),
+        progress = Progress(len(done) + len(pending), done=len(done), passed=sum(r.status == "passed" for r in done),
                             errors=sum(r.status == "error" for r in done), title=title)
         scheduler = Scheduler(runner, store, resolved.run.task_concurrency,
                               RetryPolicy(resolved.run.max_retries, resolved.run.retry_backoff_s), progress)
         try:
-            with progress:
+            with progress, Periodically(checkpoint, SUMMARY_EVERY_S):
                 scheduler.run(pending)
         except Interrupted:
             status = "interrupted"
             raise
         finally:
-            summary = write_summary(run_dir, task_ids, k, prepared.task_format)
+            session["status"] = status
             run_info.update({"finished_at": now_iso(), "status": status})
-            write_json(run_dir / "run.json", run_info)
+            summary = checkpoint(prepared.task_format)
             log.info("run finished", status=status, **{k_: summary[k_] for k_ in ("passed", "failed", "errors")})
     return summary
 
 
-def write_summary(run_dir: Path, task_ids: list[str], k: int, task_format: Any = None) -> dict[str, Any]:
+def should_run(recorded: TrialResult | None, retry_errors: bool) -> bool:
+    return recorded is None or (retry_errors and recorded.status == "error")
+
+
+class Periodically:
+    """Calls `action` every `every_s` seconds in a background thread for the duration of a `with`."""
+
+    def __init__(self, action: Callable[[], Any], every_s: float) -> None:
+        self.action, self.every_s = action, every_s
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="summary", daemon=True)
+
+    def _loop(self) -> None:
+        while not self.stop.wait(self.every_s):
+            try:
+                self.action()
+            except Exception as exc:  # a refresh that fails (disk full) must not end the run; the next may work
+                log.warning("could not refresh the summary", error=str(exc))
+
+    def __enter__(self) -> "Periodically":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def write_summary(run_dir: Path, task_ids: list[str], resolved: ResolvedConfig, sessions: list[dict[str, Any]],
+                  task_format: Any = None) -> dict[str, Any]:
     selected = set(task_ids)
     results = [r for r in ResultsStore(run_dir).finished().values() if r.task_id in selected]
-    summary = summarize(results, task_ids, k)
+    summary = summarize(results, task_ids, resolved.run.k, sessions, resolved.run.count_errors_as_failures)
     write_json(run_dir / "summary.json", summary)
     write_artifacts = getattr(task_format, "write_artifacts", None)
     if write_artifacts is not None:  # files a format derives from trials.jsonl, e.g. SWE-bench's predictions.jsonl
@@ -170,13 +266,22 @@ def redact_argv(argv: list[str]) -> list[str]:
 def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     cost = f"${summary['cost_usd']:.4f}" + ("" if summary.get("cost_known", True) else " (some models unpriced)")
     per_solved = summary.get("cost_per_solved_usd")
+    k = summary["k"]
+    unattempted = summary["tasks_unattempted"]
     lines = [
         f"results: {run_dir}",
-        f"tasks {summary['tasks']}  trials {summary['trials']}  passed {summary['passed']}  "
+        f"tasks {summary['tasks']}" + (f" ({unattempted} unattempted)" if unattempted else "")
+        + f"  trials {summary['trials']}/{summary['trials_expected']}  passed {summary['passed']}  "
         f"failed {summary['failed']}  errors {summary['errors']}",
-        f"pass@1 {summary['pass_at_1']:.3f}  "
-        + (f"pass@{summary['k']} {summary['pass_at_k']:.3f}  " if summary["k"] > 1 else "")
+        f"solved {summary['solved_tasks']}/{summary['tasks']} selected tasks ({rate(summary['solved_rate'])})  "
+        f"pass@1 {rate(summary['pass_at_1'])} over {summary['pass_at_1_tasks']} tasks  "
+        + (f"pass@{k} {rate(summary['pass_at_k'])} over {summary['pass_at_k_tasks']} tasks  " if k > 1 else "")
         + f"tokens in/out {summary['tokens_in']}/{summary['tokens_out']}  cost {cost}"
         + (f"  cost/solved ${per_solved:.4f}" if per_solved is not None else ""),
     ]
     print("\n".join(lines), file=sys.stdout, flush=True)
+
+
+def rate(value: float | None) -> str:
+    """A pass@k for display: n/a when no task has enough graded attempts."""
+    return "n/a" if value is None else f"{value:.3f}"

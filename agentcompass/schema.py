@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
@@ -11,15 +11,20 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# Timeouts, sizes and limits in settings: zero or a negative number is a typo, caught before the run.
+Positive = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
 class Timeouts(Strict):
-    agent: float | None = None
-    verify: float | None = None
-    build: float | None = None
+    agent: float | None = Field(None, gt=0)
+    verify: float | None = Field(None, gt=0)
+    build: float | None = Field(None, gt=0)
 
 
 class Resources(Strict):
-    cpus: float | None = None
-    memory_mb: int | None = None
+    cpus: float | None = Field(None, gt=0)
+    memory_mb: int | None = Field(None, gt=0)
 
 
 class Recipe(Strict):
@@ -105,6 +110,9 @@ class RunConfig(Strict):
     results_dir: str = "results"
     run_name: str | None = None
     keep_environment: bool = False
+    retry_errors: bool = False  # on resume, rerun the attempts recorded as errors
+    new_run: bool = False  # settings differ from the run's: start `<run_name>-N` beside it instead of refusing
+    count_errors_as_failures: bool = False  # errors count as failed attempts in pass@k
 
 
 class ResolvedConfig(Strict):

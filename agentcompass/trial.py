@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
+
+import structlog
 
 from agentcompass.errors import InfraError, TrialError
 from agentcompass.results import TrialResult, now_iso, write_atomic
@@ -16,8 +19,12 @@ from agentcompass.task import AgentOutcome, Task
 if TYPE_CHECKING:
     from agentcompass.formats.base import TaskFormat
     from agentcompass.harnesses.base import Harness
-    from agentcompass.sandbox import Provider, Sandbox
+    from agentcompass.sandbox import Provider, Sandbox, SandboxSpec
     from agentcompass.schema import ModelConfig
+    from agentcompass.task import Grade
+
+log = structlog.get_logger("agentcompass")
+MAX_SANDBOX_NAME = 120  # docker allows more, but names stay readable in `docker ps`
 
 
 @dataclass
@@ -104,10 +111,14 @@ class TrialRunner:
 
         labels = {"agentcompass": "1", "run": self.run_name, "trial": f"{task.id}.{attempt}"}
         spec = task.sandbox_spec(sandbox_name(self.run_name, task.id, attempt), labels, trial_dir)
+        grading_spec = self._grading_spec(task, spec)
+        if grading_spec is not None and getattr(self.harness, "submits_only", False):
+            spec, grading_spec = grading_spec, None  # no agent works in it: the one sandbox is the fresh one
         with phase("open"):
             sandbox = TimedSandbox(self.provider.open(spec))
         self.sandboxes.add(sandbox)
         outcome = AgentOutcome()
+        graded = False
         try:
             with phase("stage"):
                 self.task_format.stage(task, sandbox, trial)
@@ -118,35 +129,72 @@ class TrialRunner:
                 if exc.category == "infra":
                     raise
                 if not getattr(self.task_format, "grades_after_agent_error", False):
-                    return self._result(task, attempt, started, t0, timings, outcome, exc)
+                    graded = True  # an agent error is a verdict too: a failing close must not turn it into a retry
+                    return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
                 # The format grades a crashed agent's work too (Terminal-Bench does, officially).
                 outcome = AgentOutcome(exit_status=f"{exc.category}_error", message=str(exc),
                                        usage=exc.usage if exc.usage is not None else outcome.usage)
             # Verification runs whatever the agent's exit status, a timeout included.
             with phase("verify"):
-                grade = self.task_format.grade(task, sandbox, trial, outcome)
+                if grading_spec is None:
+                    grade = self.task_format.grade(task, sandbox, trial, outcome)
+                    details = sandbox_details(sandbox)  # before close: the sandbox's own account (docker: OOM kills)
+                else:
+                    details = sandbox_details(sandbox)  # the agent's sandbox, before fresh grading closes it
+                    grade = self._grade_fresh(task, sandbox, trial, outcome, grading_spec)
+            graded = True
         except TrialError as exc:
             if exc.category == "infra":
                 raise
-            return self._result(task, attempt, started, t0, timings, outcome, exc)
+            graded = True  # a verifier error is a verdict too
+            return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
         finally:
             with phase("close"):
                 self.sandboxes.discard(sandbox)
                 if self.keep_environment:
                     print(f"kept sandbox for {task.id} attempt {attempt}: {describe_kept(sandbox)}")
                 else:
-                    sandbox.close()
+                    close_after(sandbox, graded, task.id, attempt)
         timings["commands"] = round(sandbox.command_s, 4)
         result = self._result(task, attempt, started, t0, timings, outcome, None)
         result.status = "passed" if grade.passed else "failed"
         result.reward, result.rewards = grade.reward, grade.rewards
         result.message = grade.message
-        result.details = grade.details
+        result.details = {**grade.details, **details}
         return result
+
+    # -- fresh grading: the format grades the agent's submission in a new sandbox ----------
+    def _grading_spec(self, task: Task, spec: "SandboxSpec") -> "SandboxSpec | None":
+        """The format's sandbox for grading (evaluation mode fresh), or None to grade where the agent worked."""
+        grading_spec = getattr(self.task_format, "grading_spec", None)
+        return grading_spec(task, spec) if grading_spec is not None else None
+
+    def _grade_fresh(self, task: Task, sandbox: "TimedSandbox", trial: TrialContext, outcome: AgentOutcome,
+                     grading_spec: "SandboxSpec") -> "Grade":
+        """Collect the submission (SWE-bench's patch, Harbor's artifacts), close the agent's sandbox
+        (nothing else in it counts), then stage a new sandbox and grade the submission there."""
+        outcome = self.task_format.collect(task, sandbox, trial, outcome)
+        if not self.keep_environment:
+            try:
+                sandbox.close()  # run's finally closes it again and reports a failure
+            except Exception:
+                pass
+        grader = TimedSandbox(self.provider.open(grading_spec))
+        self.sandboxes.add(grader)
+        try:
+            self.task_format.stage_grading(task, grader, trial)
+            return self.task_format.grade(task, grader, trial, outcome)
+        finally:
+            sandbox.command_s += grader.command_s
+            self.sandboxes.discard(grader)
+            if self.keep_environment:
+                print(f"kept grading sandbox for {task.id} attempt {trial.attempt}: {describe_kept(grader)}")
+            else:
+                grader.close()
 
     def _result(
         self, task: Task, attempt: int, started: str, t0: float, timings: dict[str, float],
-        outcome: AgentOutcome, error: TrialError | None,
+        outcome: AgentOutcome, error: TrialError | None, details: dict[str, Any] | None = None,
     ) -> TrialResult:
         timings["total"] = round(time.monotonic() - t0, 4)
         return TrialResult(
@@ -160,6 +208,7 @@ class TrialRunner:
             usage=(error.usage if error is not None and error.usage is not None else outcome.usage),
             started_at=started,
             finished_at=now_iso(),
+            details=details or {},
         )
 
 
@@ -180,10 +229,35 @@ class TimedSandbox:
         return getattr(self.inner, name)
 
 
+def close_after(sandbox: "Sandbox", graded: bool, task_id: str, attempt: int) -> None:
+    """Close the sandbox. Once the trial is graded, a failed close is logged and the grade stands:
+    what the agent did is already judged, and a leftover sandbox is for `cleanup`, not a retry."""
+    try:
+        sandbox.close()
+    except Exception as exc:
+        if not graded:
+            raise
+        log.warning("closing the sandbox failed; the grade stands", task=task_id, attempt=attempt, error=str(exc))
+
+
+def sandbox_details(sandbox: "Sandbox") -> dict[str, Any]:
+    """What a provider records about its sandbox in the trial's details (docker: OOM kills); never raises."""
+    details = getattr(sandbox, "details", None)
+    try:
+        return dict(details()) if callable(details) else {}
+    except Exception:  # a detail is not worth a trial
+        return {}
+
+
 def sandbox_name(run_name: str, task_id: str, attempt: int) -> str:
-    """A name unique per trial and safe for container names: [a-zA-Z0-9_.-]."""
+    """A name unique per trial and safe for container names: [a-zA-Z0-9_.-], at most 120 characters.
+    A name that had to be cut or changed ends in a hash of the whole, so two trials never share one."""
     raw = f"ac-{run_name}-{task_id}-{attempt}"
-    return "".join(c if c.isalnum() or c in "_.-" else "-" for c in raw)[:120]
+    safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in raw)
+    if safe == raw and len(safe) <= MAX_SANDBOX_NAME:
+        return safe
+    digest = hashlib.sha256(raw.encode()).hexdigest()[:12]
+    return f"{safe[: MAX_SANDBOX_NAME - len(digest) - 1]}-{digest}"
 
 
 def describe_kept(sandbox: "Sandbox") -> str:

@@ -6,7 +6,9 @@ so commands, tar file transfer and grading all really happen. An image built `fr
 is emulated by applying the Dockerfile's WORKDIR, COPY and RUN lines to that root.
 
 Every call is appended to `calls` and, when FAKE_MODAL_LOG names a file, to that file as JSON
-lines, so a test can read what a CLI subprocess asked of the SDK. Only the names the provider
+lines, so a test can read what a CLI subprocess asked of the SDK. FAKE_MODAL_LOSE="A,B" makes
+Modal terminate a sandbox mid-command, as a preemption would: the first command of this process
+whose text contains A (then B, ...) loses its sandbox half a second after it starts. Only the names the provider
 uses exist; their signatures match the real SDK's (tests/test_modal_provider.py checks that).
 """
 
@@ -25,12 +27,15 @@ from pathlib import Path
 from typing import Any, Iterator
 
 LOG_ENV = "FAKE_MODAL_LOG"
+LOSE_ENV = "FAKE_MODAL_LOSE"
+LOSE_AFTER_S = 0.5
 REJECTED_TOKEN = "ak-rejected"  # Client.from_credentials raises AuthError for this token id
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_DIRS_SKIPPED = {"proc", "dev", "tmp"}
 
 calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
 _lock = threading.Lock()
+_lost: set[str] = set()  # FAKE_MODAL_LOSE patterns that already cost a sandbox
 _ids = itertools.count(1)
 
 
@@ -57,6 +62,7 @@ def record(call: str, /, *args: Any, **kwargs: Any) -> None:
 def reset() -> None:
     with _lock:
         calls.clear()
+        _lost.clear()
         Sandbox.running.clear()
 
 
@@ -71,6 +77,9 @@ class exception:  # noqa: N801 - the real SDK's module name
         pass
 
     class NotFoundError(Error):
+        pass
+
+    class SandboxTerminatedError(Error):
         pass
 
 
@@ -170,7 +179,9 @@ class ContainerProcess:
 
     def wait(self) -> int:
         code = self.proc.wait()
-        return -1 if self.killed_at_timeout else code  # what the SDK reports for an exec timeout
+        if self.killed_at_timeout:
+            return -1  # what the SDK reports for an exec timeout
+        return 128 - code if code < 0 else code  # the SDK reports death by signal N as 128 + N
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -262,16 +273,42 @@ class Sandbox:
         assert text is False, "the provider reads bytes"
         proc = self._popen(args, workdir or self.workdir, {k: v for k, v in (env or {}).items() if v is not None})
         self.procs.add(proc)
+        self._maybe_lose(" ".join(args))
         return ContainerProcess(proc, timeout)
 
-    def terminate(self, *, wait: bool = False) -> None:
-        record("Sandbox.terminate", self, wait=wait)
+    def _maybe_lose(self, command: str) -> None:
+        """FAKE_MODAL_LOSE: Modal ends this sandbox under a running command, once per listed pattern."""
+        with _lock:
+            pattern = next((p for p in os.environ.get(LOSE_ENV, "").split(",") if p and p in command and p not in _lost), None)
+            if pattern:
+                _lost.add(pattern)
+        if pattern:
+            threading.Timer(LOSE_AFTER_S, self._end).start()
+
+    def _end(self) -> None:
+        """The sandbox ends by Modal's doing (not a terminate() call of the provider): nothing is recorded."""
         self.terminated = True
         for proc in list(self.procs):
             kill_group(proc)
         with _lock:
             Sandbox.running.pop(self.object_id, None)
+
+    def terminate(self, *, wait: bool = False) -> None:
+        record("Sandbox.terminate", self, wait=wait)
+        self._end()
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def poll(self) -> int | None:
+        record("Sandbox.poll", self)
+        return self.returncode
+
+    @property
+    def returncode(self) -> int | None:
+        return 137 if self.terminated else None  # the SDK's code for a terminated sandbox
+
+    def get_tags(self) -> dict[str, str]:
+        record("Sandbox.get_tags", self)
+        return dict(self.tags)
 
     def detach(self) -> None:
         record("Sandbox.detach", self)

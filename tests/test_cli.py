@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,15 +33,53 @@ BAD_INPUTS = [
     (["demo", "oracle", "none", "run.k=1,2"], "add -m"),
     (["demo", "oracle", "none", "run.k=abc"], "invalid value for 'run.k'"),
     (["demo", "oracle", "none", "--benchmark-params", '{"sample_ids": ["no-such-task"]}'], "unknown sample_ids: no-such-task"),
-    (["demo", "oracle", "none", "--benchmark-params", '{"limit": -3}'], "'limit' must be a whole number"),
+    (["demo", "oracle", "none", "--benchmark-params", '{"limit": -3}'], "'benchmark.params.limit' (from --benchmark-params)"),
     (["demo", "oracle", "none", "--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["demo", "oracle", "none", "--config", "{missing_env}"], "cannot resolve the config"),
     (["demo", "oracle", "none", "run.no_such_key=1"], "no_such_key"),
     (["demo", "oracle", "none", "--run-name", "a/b"], "must be a plain name"),
     (["typo", "oracle", "none", "--config-dir", "{user_dir}"], "unknown key 'benchmark.timeout'"),
     (["broken", "oracle", "none", "--config-dir", "{user_dir}"], "cannot compose the config"),
-    (["demo", "oracle", "none", "--env-params", '{"isolation": "chroot"}'], "env.isolation"),
+    (["demo", "oracle", "none", "--env-params", '{"isolation": "chroot"}'], "'env.isolation' (from --env-params)"),
+    # Values name the source the user typed, limits must be positive, and typos get the closest key.
+    (["demo", "oracle", "none", "benchmark.timeouts.agent=-5"],
+     "'benchmark.timeouts.agent' (from 'benchmark.timeouts.agent=-5'): Input should be greater than 0"),
+    (["demo", "oracle", "none", "benchmark.resources.memory_mb=0"], "'benchmark.resources.memory_mb'"),
+    (["negative", "oracle", "none", "--config-dir", "{user_dir}"],
+     "'benchmark.timeouts.verify' (from {user_dir}/recipes/negative.yaml)"),
+    (["demo", "oracle", "none", "--benchmark-params", '{"limt": 2}'],
+     "unknown key 'benchmark.params.limt' (from --benchmark-params); did you mean 'limit'?"),
+    (["limt", "oracle", "none", "--config-dir", "{user_dir}"],
+     "unknown key 'benchmark.params.limt' (from {user_dir}/recipes/limt.yaml); did you mean 'limit'?"),
+    (["limt_child", "oracle", "none", "--config-dir", "{user_dir}"],
+     "unknown key 'benchmark.params.limt' (from {user_dir}/recipes/limt.yaml)"),  # the parent that says it
+    (["demo", "oracle", "none", "--env-params", '{"isolaton": "none"}'],
+     "unknown key 'env.isolaton' (from --env-params); did you mean 'isolation'?"),
+    (["demo", "oracle", "none", "--config", "{env_typo}"], "unknown key 'env.isolaton' (from --config {env_typo})"),
+    (["demo", "oracle", "none", "++env.isolaton=none"], "unknown key 'env.isolaton' (from '++env.isolaton=none')"),
+    (["demo", "mini_swe_agent", "gpt-5-mini", "--harness-params", '{"step_limt": 3}'],
+     "unknown key 'harness.step_limt' (from --harness-params); did you mean 'step_limit'?"),
+    (["demo", "mini_swe_agent", "gpt-5-mini", "--harness-params", '{"wall_time_limit_s": -1}'],
+     "'harness.wall_time_limit_s' (from --harness-params)"),
+    (["demo", "oracle", "none", "--env", "docker", "--env-params", '{"pull_timeout_s": 0}'],
+     "'env.pull_timeout_s' (from --env-params): Input should be greater than 0"),
+    (["demo", "oracle", "none", "--env", "modal", "environments.modal.memory_mb=-1"],
+     "'env.memory_mb' (from 'environments.modal.memory_mb=-1')"),
+    (["demo", "oracle", "none", "--results-dir", "/proc/agentcompass-no-such-dir"], "is not writable"),
+    (["demo", "oracle", "none", "--results-dir", "{bad_yaml}"], "results dir '{bad_yaml}' (from --results-dir) is a file"),
+    (["demo", "oracle", "none", "--results-dir", "{file_child}"], "cannot be made: '{bad_yaml}' is a file"),
+    (["demo", "oracle", "none", "run.results_dir={bad_yaml}"], "(from 'run.results_dir={bad_yaml}') is a file"),
+    (["demo", "mini_swe_agent", "openai_compatible"], "model 'openai_compatible': model.name is not set, model.base_url is not set; pass model.name=NAME and --model-base-url URL"),
+    (["demo", "mini_swe_agent", "openai_compatible", "model.name=m", "--model-base-url", "localhost:8000"],
+     "'model.base_url' (from --model-base-url): expected an http:// or https:// URL"),
+    (["demo", "oracle", "none", "--env", "modal", "--config", "{unset_modal}"],
+     "environment variable AGENTCOMPASS_TEST_UNSET_VAR is not set"),
+    (["config", "show", "demo", "oracle", "none", "run.k=1,2"], "'run.k=1,2' sweeps several values; add -m"),
+    (["eval", "demo", "--predictions", "{bad_yaml}"],
+     "'demo' is not a SWE-bench recipe (format 'harbor'): eval grades SWE-bench predictions; pick one of swebench,"),
+    (["validate", "demo", "--env-params", '{"isolaton": "none"}'], "unknown key 'env.isolaton' (from --env-params)"),
 ]
+COMMANDS = ("config", "eval", "validate")  # a table row starting with one of these runs it instead of `run`
 
 
 @pytest.fixture
@@ -49,20 +90,35 @@ def bad_files(tmp_path):
     user.mkdir(parents=True)
     (user / "typo.yaml").write_text("name: typo\nformat: harbor\ntimeout: {agent: 1}\n")
     (user / "broken.yaml").write_text("name: broken\nformat: [harbor\n")
+    (user / "negative.yaml").write_text("defaults: [demo, _self_]\nname: negative\ntimeouts: {verify: -1}\n")
+    (user / "limt.yaml").write_text("defaults: [demo, _self_]\nname: limt\nparams: {limt: 2}\n")
+    (user / "limt_child.yaml").write_text("defaults: [limt, _self_]\nname: limt_child\ndescription: mine\n")
+    (tmp_path / "env_typo.yaml").write_text("environments: {local: {isolaton: none}}\n")
+    (tmp_path / "unset_modal.yaml").write_text("environments: {modal: {token_id: '${oc.env:AGENTCOMPASS_TEST_UNSET_VAR}'}}\n")
     return {"bad_yaml": str(tmp_path / "bad.yaml"), "missing_env": str(tmp_path / "missing_env.yaml"),
-            "user_dir": str(tmp_path / "user")}
+            "user_dir": str(tmp_path / "user"), "env_typo": str(tmp_path / "env_typo.yaml"),
+            "unset_modal": str(tmp_path / "unset_modal.yaml"), "file_child": str(tmp_path / "bad.yaml" / "sub")}
+
+
+def fill(text: str, files: dict[str, str]) -> str:
+    for key, value in files.items():
+        text = text.replace("{" + key + "}", value)
+    return text
 
 
 @pytest.mark.parametrize("args,fragment", BAD_INPUTS, ids=[" ".join(a)[:60] for a, _ in BAD_INPUTS])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, bad_files, args, fragment):
     work = tmp_path / "work"
     work.mkdir()
-    args = [a.format(**bad_files) if a.startswith("{") and a.endswith("}") and a[1:-1] in bad_files else a for a in args]
-    result = cli("run", *args, "--results-dir", str(work / "results"), cwd=work)
+    args = [fill(a, bad_files) for a in args]
+    command = args[:2] if args[0] == "config" else args[:1] if args[0] in COMMANDS else ["run"]
+    # The row's own --results-dir comes later and wins.
+    result = cli(*command, "--results-dir", str(work / "results"), *args[len(command) if args[0] in COMMANDS else 0:],
+                 cwd=work)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2, result.stderr
     assert len(lines) == 1, result.stderr
-    assert fragment in lines[0]
+    assert fill(fragment, bad_files) in lines[0]
     assert "Traceback" not in result.stderr
     assert list(work.iterdir()) == []  # no results dir, no Hydra outputs/
 
@@ -154,3 +210,120 @@ def test_secret_overrides_never_reach_hydra_output(cli, tmp_path):
     assert any(p.name == "multirun.yaml" for p in written)
     assert [p for p in written if secret in p.read_text(errors="replace")] == []
     assert secret not in result.stdout + result.stderr
+
+
+# Runs agentcompass with some top-level modules made unimportable, as if their extra were not installed.
+HIDE = """
+import importlib.abc, runpy, sys
+HIDDEN = set(sys.argv[1].split(","))
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Hide())
+"""
+WITHOUT = HIDE + """
+sys.argv = ["agentcompass", *sys.argv[2:]]
+runpy.run_module("agentcompass", run_name="__main__", alter_sys=True)
+"""
+SWEBENCH_ROWS = str(Path(__file__).parent / "data" / "swebench-lite-sample.json")
+MISSING_EXTRAS = [
+    # (hidden modules, arguments, the pip install the one line must name)
+    ("swebench", ["run", "swebench_lite", "oracle", "none", "--env", "docker", "--benchmark-params",
+                  json.dumps({"path": SWEBENCH_ROWS})], "benchmark format 'swebench' needs swebench"),
+    ("datasets", ["run", "swebench_verified", "mini_swe_agent", "gpt-5-mini"], "pip install 'agentcompass[swebench]'"),
+    ("minisweagent", ["run", "demo", "mini_swe_agent", "gpt-5-mini"], "pip install 'agentcompass[agents]'"),
+    ("litellm", ["run", "demo", "mini_swe_agent", "openai/gpt-4o-mini"], "needs litellm, which is not installed; pip install 'agentcompass[agents]'"),
+    ("modal", ["run", "demo", "oracle", "none", "--env", "modal"], "env 'modal' needs modal, which is not installed; pip install 'agentcompass[modal]'"),
+    ("modal", ["cleanup", "--env", "modal"], "pip install 'agentcompass[modal]'"),
+    ("swebench", ["eval", "swebench_verified", "--predictions", SWEBENCH_ROWS], "pip install 'agentcompass[swebench]'"),
+]
+
+
+def run_without(modules: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "AGENTCOMPASS_DEBUG"}
+    return subprocess.run([sys.executable, "-c", WITHOUT, modules, *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("hidden,args,fragment", MISSING_EXTRAS, ids=[f"{h}-{a[1]}" for h, a, _ in MISSING_EXTRAS])
+def test_a_missing_extra_is_one_line_before_anything_runs(tmp_path, hidden, args, fragment):
+    probe = run_without(hidden, ["--version"], tmp_path)
+    assert probe.returncode == 0, probe.stderr  # the wrapper itself works...
+    hidden_import = subprocess.run([sys.executable, "-c", HIDE + f"import {hidden}", hidden], capture_output=True, text=True)
+    assert f"No module named '{hidden}'" in hidden_import.stderr  # ...and really hides the module
+    result = run_without(hidden, [*args, "--results-dir", str(tmp_path / "results")] if args[0] == "run" else args, tmp_path)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_extra_the_run_does_not_use_may_be_missing(tmp_path):
+    result = run_without("modal,swebench,minisweagent,litellm,datasets",
+                         ["run", "demo", "oracle", "none", "--benchmark-params", '{"limit": 1}'], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "passed 1" in result.stdout
+
+
+def test_a_relative_path_on_the_command_line_is_relative_to_the_current_directory(cli, tmp_path):
+    import shutil
+
+    shutil.copytree(Path(__file__).parent.parent / "recipes" / "demo", tmp_path / "mytasks")
+    result = cli("run", "demo", "oracle", "none", "--benchmark-params", '{"path": "mytasks", "sample_ids": ["fix-median-bug"]}',
+                 "--results-dir", "r", "--run-name", "x", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "passed 1" in result.stdout
+
+
+def test_a_recipe_extending_a_shipped_one_keeps_its_paths(cli, tmp_path):
+    (tmp_path / "user" / "recipes").mkdir(parents=True)
+    (tmp_path / "user" / "recipes" / "my_demo.yaml").write_text("defaults: [demo, _self_]\nname: my_demo\n")
+    result = cli("run", "my_demo", "oracle", "none", "--config-dir", "user", "--benchmark-params", '{"limit": 1}',
+                 "--results-dir", "r", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr  # demo's `source: {path: demo}` is relative to demo.yaml
+    assert "passed 1" in result.stdout
+
+
+def test_config_show_with_m_shows_each_job(cli, tmp_path):
+    result = cli("config", "show", "demo", "oracle", "none", "-m", "run.k=1,2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    jobs = list(yaml.safe_load_all(result.stdout))
+    assert [job["run"]["k"] for job in jobs] == [1, 2]
+    assert "# job 2 of 2: run.k=2" in result.stdout
+
+
+def test_config_show_shows_the_key_variable_name_but_not_the_key(cli, tmp_path):
+    result = cli("config", "show", "demo", "oracle", "gpt-5-mini", "--model-api-key", "sk-shown-never-1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    model = yaml.safe_load(result.stdout)["model"]
+    assert model["api_key_env"] == "OPENAI_API_KEY" and model["api_key"] == "***"
+
+
+def test_multirun_yaml_and_config_show_agree_on_what_is_secret(cli, tmp_path):
+    result = cli("run", "demo", "oracle", "gpt-5-mini", "-m", "run.k=1,2", "model.api_key=sk-never-shown-7",
+                 "--benchmark-params", '{"limit": 1}', "--results-dir", str(tmp_path / "r"), "--run-name", "x", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    recorded = yaml.safe_load((tmp_path / "r" / "x" / "multirun.yaml").read_text())["model"]
+    shown = cli("config", "show", "demo", "oracle", "gpt-5-mini", "model.api_key=sk-never-shown-7", cwd=tmp_path)
+    model = yaml.safe_load(shown.stdout)["model"]
+    assert recorded["api_key_env"] == model["api_key_env"] == "OPENAI_API_KEY"
+    assert model["api_key"] == "***" and recorded.get("api_key") is None
+
+
+def test_help_offers_only_envs_that_exist(cli):
+    shipped = sorted(p.stem for p in (Path(__file__).parent.parent / "providers").glob("*.yaml"))
+    for command in ("run", "validate", "eval"):
+        text = " ".join(cli(command, "--help").stdout.split())
+        offered = re.search(r"execution environment: ([a-z_, ]+) \(default local", text)
+        assert offered, text
+        assert sorted(offered[1].split(", ")) == shipped, command
+
+
+def test_a_private_overlay_for_another_env_does_not_break_a_local_run(cli, tmp_path):
+    overlay = tmp_path / "secrets.yaml"
+    overlay.write_text("model:\n  api_key: ${oc.env:AGENTCOMPASS_TEST_UNSET_KEY,null}\n"
+                       "environments:\n  modal:\n    token_id: ${oc.env:AGENTCOMPASS_TEST_UNSET_ID}\n")
+    result = cli("run", "demo", "oracle", "none", "--config", str(overlay), "--benchmark-params", '{"limit": 1}',
+                 "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr

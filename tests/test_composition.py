@@ -18,7 +18,7 @@ def resolved_for(*extra: str, config_dirs: list[Path] | None = None, config_file
                  api_key: str | None = None, **names: str):
     chosen = {**ALWAYS, **names}
     overrides = [f"{GROUPS[k][1]}={v}" for k, v in chosen.items()] + list(extra)
-    invocation = Invocation(overrides, config_files or [], config_dirs or [], api_key)
+    invocation = Invocation(overrides, config_files or [], config_dirs or [], api_key, typed={o: f"'{o}'" for o in extra})
     return finalize(compose(make_hydra(invocation.roots()), overrides), invocation)
 
 
@@ -138,3 +138,35 @@ def test_redact_hides_credential_keys_but_not_token_counts():
                     "params": {"max_tokens": 512}, "name": "openai/x"})
     assert shown == {"token_id": "***", "token_secret": "***", "api_key": "***", "apikey": "***",
                      "credentials_file": "***", "password": None, "params": {"max_tokens": 512}, "name": "openai/x"}
+
+
+def test_relative_paths_follow_where_they_were_written(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    typed = resolved_for("++benchmark.params.path=rows.jsonl", "++benchmark.params.repos_dir='~/checkouts'",
+                         benchmark="swebench_lite")
+    assert typed.benchmark.params["path"] == str(work / "rows.jsonl")  # typed here: the current directory
+    assert typed.benchmark.params["repos_dir"] == str(Path.home() / "checkouts")
+    overlay = write(tmp_path / "conf" / "private.yaml", "benchmark: {params: {path: ../data/rows.jsonl}}\n")
+    from_file = resolved_for(config_files=[overlay], benchmark="swebench_lite")
+    assert Path(from_file.benchmark.params["path"]).resolve() == tmp_path / "data" / "rows.jsonl"  # the file's dir
+    recipes = Path(__file__).resolve().parent.parent / "recipes"
+    assert resolved_for().benchmark.source["path"] == str(recipes / "demo")  # a recipe's own: relative to the recipe
+
+
+def test_an_unused_section_may_hold_an_unset_variable(tmp_path, monkeypatch):
+    monkeypatch.delenv("AGENTCOMPASS_TEST_UNSET_VAR", raising=False)
+    overlay = write(tmp_path / "p.yaml", "environments: {modal: {token_id: '${oc.env:AGENTCOMPASS_TEST_UNSET_VAR}'}}\n"
+                                         "model: {api_key: '${oc.env:AGENTCOMPASS_TEST_UNSET_VAR,null}'}\n")
+    resolved = resolved_for(config_files=[overlay])
+    assert resolved.env.name == "local" and resolved.model.api_key is None
+    with pytest.raises(UserError, match="environment variable AGENTCOMPASS_TEST_UNSET_VAR is not set"):
+        resolved_for(config_files=[overlay], env="modal")
+
+
+def test_api_key_env_names_a_variable_and_is_shown():
+    from agentcompass.config import is_secret_override, redact
+
+    assert redact({"api_key_env": "OPENAI_API_KEY", "api_key": "sk-1"}) == {"api_key_env": "OPENAI_API_KEY", "api_key": "***"}
+    assert not is_secret_override("model.api_key_env=MY_KEY") and is_secret_override("model.api_key=sk-1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import signal
 import subprocess
 import sys
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from agentcompass.errors import InfraError, SandboxLost
 from agentcompass.sandbox import TRUNCATION_MARK, SandboxSpec
+from harbor_factory import make_recipe, make_task
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parent.parent
@@ -310,6 +313,8 @@ def test_no_engine_is_one_line_naming_docker_host(cli, tmp_path):
     assert run.returncode == 2
     assert len(run.stderr.strip().splitlines()) == 1
     assert "DOCKER_HOST" in run.stderr and "nothing.sock" in run.stderr
+    # What a pip user can do: start the engine (no script of this repository's checkout).
+    assert "systemctl start docker" in run.stderr and "dockerd" in run.stderr and "scripts/" not in run.stderr
 
 
 # -- interrupts and cleanup ---------------------------------------------------------------------------
@@ -323,12 +328,14 @@ def slow_bench(base_image, tmp_path) -> Path:
     return config_dir
 
 
-def start_run(config_dir: Path, results: Path, run_name: str) -> subprocess.Popen[str]:
+def start_run(config_dir: Path, results: Path, run_name: str, wait: bool = True) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentcompass", "run", "slowbench", "oracle", "none", "--env", "docker",
          "--config-dir", str(config_dir), "--results-dir", str(results), "--run-name", run_name,
          "--task-concurrency", "4"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if not wait:
+        return proc
     deadline = time.monotonic() + 120
     while len(containers(f"run={run_name}")) < 4:
         assert proc.poll() is None, proc.communicate()
@@ -359,6 +366,29 @@ def test_cleanup_removes_what_a_killed_run_left(cli, slow_bench, tmp_path):
     assert containers(f"run={run_name}") == []
 
 
+def test_sigkill_at_random_instants_then_cleanup_leaves_nothing(cli, slow_bench, tmp_path):
+    """Issue 8.6, docker: SIGKILLed at random instants (opening, building, running), each time resumed
+    under the same name (which replaces the dead process's containers), then cleaned up: nothing left."""
+    run_name = unique("sigkill-random")
+    for _ in range(3):
+        proc = start_run(slow_bench, tmp_path / "out", run_name, wait=False)
+        time.sleep(random.uniform(0.5, 4.0))
+        proc.kill()
+        proc.communicate()
+    # Resumed once more: every trial's container is now this process's, the dead ones' were replaced.
+    proc = start_run(slow_bench, tmp_path / "out", run_name, wait=False)
+    owners = ["docker", "ps", "--filter", f"label=run={run_name}", "--format", '{{.Label "agentcompass.owner"}}']
+    deadline = time.monotonic() + 120
+    while [o.split("/")[1] for o in subprocess.run(owners, capture_output=True, text=True).stdout.split()] != [str(proc.pid)] * 4:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    proc.kill()
+    proc.communicate()
+    cleaned = cli("cleanup", "--env", "docker", "--run-name", run_name)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert containers(f"run={run_name}") == []
+
+
 def test_a_stale_container_of_the_same_trial_is_replaced(open_sandbox, plain_context):
     """Rerunning a killed run under its name meets the old trial's container name: it is replaced."""
     from agentcompass.providers.docker import DockerProvider
@@ -374,6 +404,40 @@ def test_a_stale_container_of_the_same_trial_is_replaced(open_sandbox, plain_con
     assert subprocess.run(["docker", "inspect", name], capture_output=True).returncode != 0
 
 
+def test_a_live_siblings_container_is_never_removed(plain_context):
+    """Two processes with one run name: the second's trial must not remove the first's live container."""
+    from agentcompass.providers.docker import DockerProvider
+
+    spec = SandboxSpec(name=unique("ac-test"), build_context=plain_context,
+                       labels={"agentcompass": "1", "run": "pytest-docker", "trial": "t.1"})
+    sibling = DockerProvider().open(spec)  # another provider: another, live, owner
+    try:
+        with pytest.raises(InfraError, match="held by a live container"):
+            DockerProvider().open(spec)
+        assert sibling.exec("echo alive").stdout == "alive\n"
+    finally:
+        sibling.close()
+
+
+def test_a_dead_processs_running_leftover_is_replaced(base_image, plain_context):
+    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.providers.remote import OWNER_LABEL, process_owner
+
+    child = subprocess.Popen(["sleep", "30"])
+    dead_owner = process_owner("x", child.pid)
+    child.kill()
+    child.wait()
+    name, labels = unique("ac-test"), {"agentcompass": "1", "run": "pytest-docker", "trial": "t.1"}
+    subprocess.run(["docker", "run", "-d", "--name", name, *[f"--label={k}={v}" for k, v in labels.items()],
+                    f"--label={OWNER_LABEL}={dead_owner}", base_image, "sleep", "300"], capture_output=True, check=True)
+    box = DockerProvider().open(SandboxSpec(name=name, build_context=plain_context, labels=labels))
+    try:
+        assert box.exec("echo fresh").stdout == "fresh\n"
+        assert inspect(name)["Config"]["Labels"][OWNER_LABEL] != dead_owner
+    finally:
+        box.close()
+
+
 def test_keep_environment_keeps_the_container_and_says_how_to_attach(cli, base_image, tmp_path):
     run_name = unique("keep")
     run = cli("run", "demo", "oracle", "none", "--env", "docker", "run.keep_environment=true",
@@ -385,4 +449,106 @@ def test_keep_environment_keeps_the_container_and_says_how_to_attach(cli, base_i
     assert inspect(kept)["State"]["Running"]
     cleaned = cli("cleanup", "--env", "docker", "--run-name", run_name)
     assert cleaned.stdout.startswith("removed 1 ")
+    assert containers(f"run={run_name}") == []
+
+
+# -- a lost sandbox is the infrastructure's fault ------------------------------------------------------
+@pytest.mark.parametrize("action", [["kill"], ["rm", "-f"], ["stop", "-t", "1"]], ids=["kill", "rm", "stop"])
+def test_a_container_lost_mid_command_raises_sandbox_lost(open_sandbox, action):
+    box = open_sandbox()
+    threading.Timer(1.0, subprocess.run, args=(["docker", *action, box.spec.name],), kwargs={"capture_output": True}).start()
+    started = time.monotonic()
+    with pytest.raises(SandboxLost, match=box.spec.name) as lost:
+        box.exec("sleep 60")
+    assert time.monotonic() - started < 20
+    assert isinstance(lost.value, InfraError) and lost.value.retryable
+    with pytest.raises(SandboxLost):
+        box.exec("true")
+
+
+def test_files_of_a_removed_container_are_sandbox_lost_not_missing(open_sandbox, tmp_path):
+    box = open_sandbox()
+    subprocess.run(["docker", "rm", "-f", box.spec.name], check=True, capture_output=True)
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(SandboxLost, match="removed"):
+        box.upload(tmp_path / "f.txt", "/app/f.txt")
+    with pytest.raises(SandboxLost, match="removed"):  # not FileNotFoundError: that would read as "no reward file"
+        box.download("/logs/verifier", tmp_path / "verifier")
+
+
+def test_a_command_killed_for_memory_in_a_running_container_stays_the_agents(open_sandbox):
+    box = open_sandbox(memory_mb=64)
+    result = box.exec("python3 -c 'x = bytearray(400 * 1024 * 1024)'")
+    assert result.exit_code == 137  # the agent's command died; the container did not
+    assert box.exec("echo alive").stdout == "alive\n"
+    assert box.details()["oom_kills"] >= 1
+    assert open_sandbox().details() == {"oom_killed": False, "oom_kills": 0}
+
+
+def test_an_oom_killed_agent_command_is_recorded_in_the_trial_details(cli, base_image, tmp_path):
+    dataset, config_dir = tmp_path / "data", tmp_path / "conf"
+    task = make_task(dataset, "hog", solve="python3 -c 'x = bytearray(400 * 1024 * 1024)'; echo done > /app/answer.txt",
+                     test="grep -q done /app/answer.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt",
+                     dockerfile=f"FROM {base_image}\nWORKDIR /app\n")
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("[environment]\n", "[environment]\nmemory_mb = 64\n"))
+    make_recipe(config_dir, "hogbench", dataset, runs_on_host=False)
+    run_name = unique("hog")
+    run = cli("run", "hogbench", "oracle", "none", "--env", "docker", "--config-dir", str(config_dir),
+              "--results-dir", str(tmp_path / "out"), "--run-name", run_name)
+    assert run.returncode == 0, run.stderr
+    (trial,) = [json.loads(line) for line in (tmp_path / "out" / run_name).glob("*/trials.jsonl").__next__().read_text().splitlines()]
+    assert (trial["status"], trial["retries"]) == ("passed", 0)
+    assert trial["details"]["oom_kills"] >= 1
+
+
+def kill_at_random(run_name: str, until_done: Path, stop_after: int, stop: threading.Event, kills: list[str]) -> None:
+    """Every 0.5-1 s, SIGKILL one running container of this run (chosen by its run label), until
+    `stop_after` trials are recorded: the last few then run alone, and a lone trial killed every
+    second would never finish."""
+    while not stop.wait(random.uniform(0.5, 1.0)):
+        done = until_done.read_text().count("\n") if until_done.exists() else 0
+        if done >= stop_after:
+            return
+        running = subprocess.run(["docker", "ps", "-q", "--filter", f"label=run={run_name}", "--filter", "status=running"],
+                                 capture_output=True, text=True).stdout.split()
+        if running:
+            victim = random.choice(running)
+            if subprocess.run(["docker", "kill", victim], capture_output=True).returncode == 0:
+                kills.append(victim)
+
+
+def test_killing_containers_at_random_never_changes_a_verdict(base_image, tmp_path):
+    """Issue 8.3: containers SIGKILLed at random during a run become retried infra errors, never a
+    verifier's or an agent's verdict; every trial passes in the end and no container is left."""
+    dataset, config_dir = tmp_path / "data", tmp_path / "conf"
+    tasks = [f"fault-{i:02d}" for i in range(40)]
+    for task_id in tasks:
+        make_task(dataset, task_id, solve=f"sleep 1.5; echo {task_id} > /app/answer.txt",
+                  test=f'[ "$(cat /app/answer.txt)" = {task_id} ] && echo 1 > /logs/verifier/reward.txt',
+                  dockerfile=f"FROM {base_image}\nWORKDIR /app\n")
+    make_recipe(config_dir, "faultbench", dataset, runs_on_host=False)
+    run_name = unique("faults")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentcompass", "run", "faultbench", "oracle", "none", "--env", "docker",
+         "--config-dir", str(config_dir), "--results-dir", str(tmp_path / "out"), "--run-name", run_name,
+         "--task-concurrency", "4", "--max-retries", "30", "run.retry_backoff_s=0.05"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stop, kills = threading.Event(), []
+    trials_file = tmp_path / "out" / run_name / "faultbench__oracle__none__docker" / "trials.jsonl"
+    killer = threading.Thread(target=kill_at_random, args=(run_name, trials_file, len(tasks) - 6, stop, kills))
+    killer.start()
+    try:
+        _, stderr = proc.communicate(timeout=600)
+    finally:
+        stop.set()
+        killer.join()
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    trials = [json.loads(line) for line in trials_file.read_text().splitlines()]
+    retries = sum(t["retries"] for t in trials)
+    print(f"\nfault injection: {len(trials)} trials, {len(kills)} containers killed, {retries} retries")
+    assert sorted(t["task_id"] for t in trials) == tasks
+    assert {t["status"] for t in trials} == {"passed"}, [t["message"] for t in trials if t["status"] != "passed"]
+    assert len(kills) >= 10 and retries > 0
     assert containers(f"run={run_name}") == []

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 
 import fake_modal
 from agentcompass.task import LIFETIME_MARGIN_S, Task
-from agentcompass.errors import UserError
+from agentcompass.errors import InfraError, SandboxLost, UserError
 from agentcompass.sandbox import TRUNCATION_MARK, SandboxSpec
 from harbor_factory import make_recipe, make_task
 
@@ -80,8 +81,11 @@ def test_every_sdk_call_binds_to_the_real_signature(fake, real_modal, tmp_path):
     (tmp_path / "f.txt").write_text("x")
     box.upload(tmp_path / "f.txt", "/app/f.txt")
     box.download("/app/f.txt", tmp_path / "back.txt")
+    assert box.exec("kill -9 $$").exit_code == 137  # asks the sandbox whether it still runs
     box.close()
     p.open(spec("t2")).close()
+    p.open(spec("t3"))
+    p.open(spec("t3")).close()  # the name is taken: the holder's tags are read
     assert p.cleanup("r") == 0
     real = {
         "Client.from_credentials": (real_modal.Client.from_credentials, True),
@@ -93,6 +97,9 @@ def test_every_sdk_call_binds_to_the_real_signature(fake, real_modal, tmp_path):
         "Sandbox.terminate": (real_modal.Sandbox.terminate, False),
         "Sandbox.detach": (real_modal.Sandbox.detach, False),
         "Sandbox.list": (real_modal.Sandbox.list, False),
+        "Sandbox.poll": (real_modal.Sandbox.poll, False),
+        "Sandbox.get_tags": (real_modal.Sandbox.get_tags, False),
+        "Sandbox.from_name": (real_modal.Sandbox.from_name, False),
     }
     seen = set()
     for name, args, kwargs in fake_modal.calls:
@@ -116,7 +123,9 @@ def test_create_maps_the_spec_onto_modal(fake, tmp_path):
     assert create["image"].what == {"dockerfile": str(context / "Dockerfile"), "context_dir": str(context)}
     assert (create["cpu"], create["memory"], create["timeout"], create["block_network"]) == (2, 1024, 600, True)
     assert create["workdir"] == "/app" and create["env"] == {"A": "1"}
+    owner = create["tags"].pop("agentcompass.owner")
     assert create["tags"] == {"agentcompass": "1", "run": "r", "trial": "t.1"}
+    assert owner.split("/")[1] == str(os.getpid())  # which process opened it, for the name-clash rule
     assert len(create["name"]) <= 64 and create["name"].startswith("ac-xxx")
     assert create["app"].name == "agentcompass" and create["client"].token_id == "ak-test"
     assert box.has_task_image is True
@@ -154,6 +163,48 @@ def test_a_stale_sandbox_of_the_same_trial_is_replaced(fake):
     new = p.open(spec())
     assert [c[1][0] for c in calls("Sandbox.terminate")] == [old.sandbox]
     new.close()
+
+
+def test_a_live_sibling_holding_the_name_is_never_terminated(fake):
+    """Two processes with one run name: the second's trial must not end the first's sandbox."""
+    sibling = provider().open(spec())  # another provider: another (live) owner
+    with pytest.raises(InfraError, match="held by a live sandbox") as err:
+        provider().open(spec())
+    assert not isinstance(err.value, SandboxLost)
+    assert calls("Sandbox.terminate") == [] and sibling.exec("echo alive").stdout == "alive\n"
+    sibling.close()
+
+
+def test_a_dead_processs_leftover_is_replaced(fake):
+    from agentcompass.providers.remote import OWNER_LABEL, process_owner
+
+    child = subprocess.Popen(["sleep", "30"])
+    dead_owner = process_owner("x", child.pid)
+    child.kill()
+    child.wait()
+    old = provider().open(spec())
+    old.sandbox.tags[OWNER_LABEL] = dead_owner
+    new = provider().open(spec())
+    assert [c[1][0] for c in calls("Sandbox.terminate")] == [old.sandbox]
+    new.close()
+
+
+# -- a lost sandbox -------------------------------------------------------------------------------
+def test_a_sandbox_ended_mid_command_is_sandbox_lost(sandbox, tmp_path):
+    threading.Timer(0.5, sandbox.sandbox._end).start()  # Modal ends it: preempted, out of memory, ...
+    with pytest.raises(SandboxLost, match="ended"):
+        sandbox.exec("sleep 30")
+    (tmp_path / "f.txt").write_text("x")
+    for call in (lambda: sandbox.exec("true"), lambda: sandbox.upload(tmp_path / "f.txt", "/app/f.txt"),
+                 lambda: sandbox.download("/app", tmp_path / "back")):
+        with pytest.raises(SandboxLost):
+            call()
+
+
+def test_a_command_killed_in_a_live_sandbox_keeps_its_exit_code(sandbox):
+    result = sandbox.exec("kill -9 $$")
+    assert result.exit_code == 137 and not result.timed_out  # the command's own fate: the agent's, not infra
+    assert sandbox.exec("echo alive").stdout == "alive\n"
 
 
 # -- exec and files -------------------------------------------------------------------------------
@@ -314,6 +365,24 @@ def slow_bench(tmp_path) -> Path:
               dockerfile="FROM scratch\nWORKDIR /app\n", agent_timeout=1)
     make_recipe(config_dir, "slowbench", dataset, runs_on_host=False)
     return config_dir
+
+
+def test_a_sandbox_lost_in_the_agent_or_the_verifier_phase_is_retried(modal_cli, tmp_path):
+    dataset, config_dir = tmp_path / "data", tmp_path / "conf"
+    make_task(dataset, "t1", solve="sleep 2; echo ok > /app/answer.txt",
+              test="sleep 2; grep -q ok /app/answer.txt && echo 1 > /logs/verifier/reward.txt",
+              dockerfile="FROM scratch\nWORKDIR /app\n")
+    make_recipe(config_dir, "lossbench", dataset, runs_on_host=False)
+    results = tmp_path / "out"
+    run, sdk = modal_cli("run", "lossbench", "oracle", "none", "--env", "modal", "--config-dir", str(config_dir),
+                         "--results-dir", str(results), "--run-name", "loss", "run.retry_backoff_s=0.1",
+                         env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x",
+                              fake_modal.LOSE_ENV: "solve.sh,tests/test.sh"})
+    assert run.returncode == 0, run.stderr
+    (trial,) = [json.loads(line) for line in next(results.glob("loss/*/trials.jsonl")).read_text().splitlines()]
+    # Lost under solve.sh (agent), then under test.sh (verifier): two retries, then a pass.
+    assert (trial["status"], trial["retries"]) == ("passed", 2), trial
+    assert count(sdk, "Sandbox.create") == 3 and count(sdk, "Sandbox.terminate") == 3
 
 
 def count(sdk: list[dict], name: str) -> int:

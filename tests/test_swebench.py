@@ -12,7 +12,7 @@ import pytest
 
 from agentcompass.errors import UserError
 from agentcompass.formats.swebench import SwebenchFormat
-from agentcompass.formats.swebench_data import instance_for_test_spec
+from agentcompass.formats.swebench_data import classic_eval_script, instance_for_test_spec
 from agentcompass.harnesses.predictions import read_predictions
 from agentcompass.providers.local import LocalProvider
 from agentcompass.sandbox import SandboxSpec
@@ -210,9 +210,18 @@ def test_eval_bad_input_is_one_line_exit_2(cli, tmp_path):
     missing = cli("eval", "swebench_lite", "--predictions", str(tmp_path / "nope.jsonl"))
     assert missing.returncode == 2 and missing.stderr.startswith("error: cannot read predictions")
     (tmp_path / "p.jsonl").write_text(json.dumps({"instance_id": "nope__nope-1", "model_patch": ""}) + "\n")
-    unknown = cli("eval", "swebench_lite", "--predictions", str(tmp_path / "p.jsonl"),
+    (tmp_path / "local.yaml").write_text("benchmark:\n  runs_on_host: true\n")
+    unknown = cli("eval", "swebench_lite", "--predictions", str(tmp_path / "p.jsonl"), "--config", str(tmp_path / "local.yaml"),
                   "--results-dir", str(tmp_path / "res"), "--benchmark-params", json.dumps({"path": str(SAMPLE)}))
-    assert unknown.returncode == 2 and "unknown sample_ids: nope__nope-1" in unknown.stderr
+    assert unknown.returncode == 2 and "no prediction is for an instance of the benchmark's selection (e.g. nope__nope-1)" \
+        in unknown.stderr, unknown.stderr
+    same = cli("eval", "swebench_lite", "--predictions", str(tmp_path / "p.jsonl"), "--results-dir", str(tmp_path / "res"),
+               "--benchmark-params", json.dumps({"path": str(SAMPLE), "evaluation_mode": "same"}))
+    assert same.returncode == 2 and "evaluation_mode 'fresh'" in same.stderr and len(same.stderr.splitlines()) == 1
+    bad_mode = cli("run", "swebench_lite", "oracle", "none", "--config", str(tmp_path / "local.yaml"),
+                   "--results-dir", str(tmp_path / "res"),
+                   "--benchmark-params", json.dumps({"path": str(SAMPLE), "evaluation_mode": "reuse"}))
+    assert bad_mode.returncode == 2 and "evaluation_mode' must be one of fresh, same" in bad_mode.stderr, bad_mode.stderr
     assert not (tmp_path / "res").exists()
     no_flag = cli("eval", "swebench_lite")
     assert no_flag.returncode == 2 and "--predictions" in no_flag.stderr
@@ -231,3 +240,19 @@ def test_hub_loader_reads_a_dataset_directory_and_parquet(tmp_path, hub_style_js
     with pytest.raises(UserError, match="split 'dev'"):
         SwebenchFormat(recipe(source={"hf": str(tmp_path / "hub"), "split": "test"}, params={"split": "dev"})).load()
     assert [t.id for t in load(tmp_path / "hub" / "data" / "test-00000-of-00001.parquet")] == SAMPLE_IDS
+
+
+def test_classic_reset_lines_are_swebench_4s():
+    """swebench 4.1.0's reset: only files that exist before the test patch (not created ones, text or binary),
+    nothing removed, and `git checkout <base> ` with no paths when the test patch only adds files."""
+    row = json.loads(SAMPLE.read_text())[2]  # pytest-dev__pytest-11143
+    base = row["base_commit"]
+    added = ("diff --git a/testing/test_new.py b/testing/test_new.py\nnew file mode 100644\nindex 0000000..587be6b\n"
+             "--- /dev/null\n+++ b/testing/test_new.py\n@@ -0,0 +1 @@\n+x\n")
+    binary = ("diff --git a/testing/expected.png b/testing/expected.png\nnew file mode 100644\nindex 0000000..f584f40\n"
+              "Binary files /dev/null and b/testing/expected.png differ\n")
+    adds_only = classic_eval_script({**row, "test_patch": added + binary}, "START", "END")
+    assert adds_only.count(f"\ngit checkout {base} \n") == 2 and "rm -f" not in adds_only
+    with_binary = classic_eval_script({**row, "test_patch": row["test_patch"] + binary + added}, "START", "END")
+    assert with_binary.count(f"\ngit checkout {base} testing/test_assertrewrite.py\n") == 2
+    assert "rm -f" not in with_binary

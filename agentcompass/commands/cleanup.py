@@ -32,6 +32,7 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
 
     # Compose as `run` would (any benchmark will do), so environments.<env> from a private --config applies.
     invocation = build_invocation(args, ["demo", "nop", "none"], [])
+    invocation.writes_results = False  # cleanup writes no results
     env = finalize(compose(make_hydra(invocation.roots()), invocation.overrides), invocation).env
     provider = resolve("provider", env.impl or env.name)(**dict(env.model_extra or {}))
     cleanup = getattr(provider, "cleanup", None)

@@ -1,8 +1,9 @@
 """`agentcompass eval BENCHMARK --predictions FILE`: grade existing patches without running an agent.
 
-It is an ordinary run of the `predictions` harness over the instances in the file, so the
+It is an ordinary run of the `predictions` harness over the benchmark's selection, so the
 results land in the usual layout (<results>/<run>/<benchmark>__predictions__<model>__<env>/),
-with the model label taken from the file's model_name_or_path.
+with the model label taken from the file's model_name_or_path. Only instances with a prediction
+are run; the summary's rate is over the whole selection, as the official run report's is.
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ UNUSED_RUN_FLAGS = ("harness_params", "model_params", "model_base_url", "model_a
 
 
 def register(sub: Any) -> None:
-    from agentcompass.cli import add_overlay_args, non_negative_int, positive_int
+    from agentcompass.cli import add_overlay_args, env_help, non_negative_int, positive_int
 
     parser = sub.add_parser("eval", help="grade a SWE-bench predictions file (no agent) into the results layout",
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("benchmark", metavar="BENCHMARK", help="a SWE-bench recipe, e.g. swebench_verified")
     parser.add_argument("--predictions", required=True, type=Path, metavar="FILE",
                         help=".jsonl, .json list, or .json object keyed by instance_id")
-    parser.add_argument("--env", default=None, help="execution environment: docker, modal, gcp, local")
+    parser.add_argument("--env", default=None, help=env_help())
     parser.add_argument("--task-concurrency", type=positive_int, metavar="N", help="instances at once (default 4)")
     parser.add_argument("--max-retries", type=non_negative_int, metavar="N", help="infra retries (default 2)")
     parser.add_argument("--run-name", metavar="NAME", help="default a timestamp; reuse a name to resume")
@@ -46,11 +47,17 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     from agentcompass.launch import launch
     from agentcompass.overrides import hydra_value, parse_json_object
 
+    check_grades_patches(args.benchmark, args.config_dir)
     predictions = read_predictions(args.predictions)
     if not predictions:
         raise UserError(f"{args.predictions} holds no predictions")
     params = parse_json_object("benchmark_params", args.benchmark_params) if args.benchmark_params else {}
-    params["sample_ids"] = selected_ids(list(predictions), params.get("sample_ids"))
+    if params.get("evaluation_mode", "fresh") != "fresh":
+        raise UserError("eval grades each prediction as the official harness does (evaluation_mode 'fresh'); "
+                        "drop evaluation_mode from --benchmark-params")
+    # The tasks are the dataset's selection (sample_ids, filter, limit), as the official run report's
+    # total: an instance without a prediction is not run and counts as unresolved.
+    params["evaluation_mode"] = "fresh"
     args.benchmark_params = json.dumps(params)
     for flag in UNUSED_RUN_FLAGS:
         setattr(args, flag, None)
@@ -62,15 +69,24 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     return launch(invocation, multirun=False, argv=argv)
 
 
-def selected_ids(in_file: list[str], requested: Any) -> list[str]:
-    """The file's instances, narrowed to --benchmark-params sample_ids when given."""
+def check_grades_patches(benchmark: str, config_dirs: list[Path]) -> None:
+    """eval needs a recipe whose format grades patches (SWE-bench); say which recipes do."""
+    from agentcompass.catalog import check_choice, group_entries, recipe_format, search_roots
     from agentcompass.errors import UserError
+    from agentcompass.registry import load
 
-    if not requested:
-        return in_file
-    requested = [requested] if isinstance(requested, str) else list(requested)
-    ids = [i for i in requested if i in set(in_file)]
-    if not ids:
-        raise UserError("none of the requested sample_ids has a prediction in the file; "
-                        "drop sample_ids or pick instances the file has")
-    return ids
+    roots = search_roots(config_dirs)
+    check_choice("benchmark", benchmark, roots)
+
+    def grades_patches(name: str) -> bool:
+        fmt = recipe_format(name, roots)
+        try:
+            return fmt is None or hasattr(load("format", fmt), "apply_patch")  # unknown: let the run decide
+        except UserError:  # a user recipe naming a format that does not load
+            return False
+
+    if not grades_patches(benchmark):
+        usable = [name for name in sorted(group_entries("benchmark", roots)) if recipe_format(name, roots) and grades_patches(name)]
+        raise UserError(f"'{benchmark}' is not a SWE-bench recipe (format '{recipe_format(benchmark, roots)}'): eval grades "
+                        f"SWE-bench predictions; pick one of {', '.join(usable)}")
+

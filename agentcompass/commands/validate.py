@@ -20,12 +20,12 @@ EXAMPLES = """examples:
 
 
 def register(subparsers: Any) -> None:
-    from agentcompass.cli import add_overlay_args, positive_int
+    from agentcompass.cli import add_overlay_args, env_help, positive_int
 
     parser = subparsers.add_parser("validate", help="check that the oracle passes and nop fails on every task",
                                    epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("benchmark", metavar="BENCHMARK", help="a benchmark from `agentcompass list benchmarks`")
-    parser.add_argument("--env", default=None, help="execution environment: local (default), docker, modal, gcp")
+    parser.add_argument("--env", default=None, help=env_help())
     parser.add_argument("--benchmark-params", metavar="JSON", help="deep-merged into benchmark.params (e.g. sample_ids)")
     parser.add_argument("--env-params", metavar="JSON", help="deep-merged into env")
     parser.add_argument("--task-concurrency", type=positive_int, metavar="N", help="trials at once (default 4)")

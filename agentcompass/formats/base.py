@@ -5,10 +5,12 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from pydantic import Field
 
 from agentcompass.errors import UserError
-from agentcompass.schema import Recipe
+from agentcompass.schema import Recipe, Strict
 from agentcompass.task import AgentOutcome, Grade, Task
 
 if TYPE_CHECKING:
@@ -16,7 +18,21 @@ if TYPE_CHECKING:
     from agentcompass.trial import TrialContext
 
 
+class SelectionParams(Strict):
+    """The benchmark params every format takes (a format's `Params`): a typo in a key fails before the run."""
+
+    path_keys: ClassVar[tuple[str, ...]] = ("path",)  # relative to where they were written (checks.anchor_path)
+    sample_ids: list[str] | str | None = None
+    filter: str | None = None  # regex on the task id
+    limit: int | None = Field(None, ge=0)
+    shuffle: bool = False
+    seed: int = 0
+    path: str | None = None  # a local copy of the dataset instead of the recipe's source
+
+
 class TaskFormat(Protocol):
+    Params: type[Strict]  # the benchmark params it accepts
+
     def __init__(self, recipe: Recipe) -> None: ...
 
     def load(self) -> list[Task]: ...
@@ -28,6 +44,11 @@ class TaskFormat(Protocol):
         """Apply the reference solution (what the oracle harness does)."""
 
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade: ...
+
+    # Optional, for grading in a new sandbox (SWE-bench's evaluation_mode fresh, Harbor's separate verifier):
+    # grading_spec(task, spec) -> SandboxSpec | None   the grading sandbox, None to grade where the agent worked
+    # collect(task, sandbox, trial, outcome) -> AgentOutcome   in the agent's sandbox before it closes
+    # stage_grading(task, sandbox, trial) -> None       put the starting state and the submission's inputs in place
 
 
 def select_tasks(tasks: list[Task], params: dict[str, Any]) -> list[Task]:

@@ -1,21 +1,25 @@
 """SWE-bench task format: one GitHub issue per task, graded by swebench's own eval script and log parsers.
 
 A trial's sandbox holds the repository at /testbed (the instance image, or a seeded checkout
-where no image is used). After the harness, the patch is the diff of /testbed against the
-commit it started from, new files included; the instance's eval script then applies the
-test patch and runs the tests in the same sandbox, and swebench's `get_eval_report` grades
-the log. Every run also writes predictions.jsonl, which the official harness and sb-cli accept.
-"""
+where no image is used). After the harness, the submission is the harness's own patch, else the
+diff of /testbed against the commit it started from, new files included. With evaluation_mode
+fresh (the default, as the official harness) the agent's sandbox is closed and the submission is
+applied in a new sandbox of the instance image; with `same` the tree is graded where the agent
+left it. The instance's eval script then applies the test patch and runs the tests, its output is
+fetched whole, and swebench's `get_eval_report` grades it. Every run also writes
+predictions.jsonl (the patches graded), which the official harness and sb-cli accept."""
 
 from __future__ import annotations
 
 import json
 import shlex
+import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import InfraError, UserError
-from agentcompass.formats.base import render_instruction, select_tasks, source_path
+from agentcompass.formats.base import SelectionParams, render_instruction, select_tasks, source_path
 from agentcompass.formats.swebench_data import (
     check_gradable,
     image_name,
@@ -30,7 +34,7 @@ from agentcompass.task import AgentOutcome, Grade, Task
 
 if TYPE_CHECKING:
     from agentcompass.results import TrialResult
-    from agentcompass.sandbox import Sandbox
+    from agentcompass.sandbox import Sandbox, SandboxSpec
     from agentcompass.trial import TrialContext
 
 DEFAULT_AGENT_TIMEOUT = 3600.0
@@ -39,6 +43,9 @@ PATCH_NOT_APPLIED = "patch_not_applied"  # AgentOutcome.exit_status: a submitted
 START_REF = "refs/agentcompass/start"  # what the harness started from; survives agent commits
 SUBMISSION_PATH = "/tmp/agentcompass-submission.diff"
 EVAL_SCRIPT_PATH = "/tmp/agentcompass-eval.sh"
+EVAL_LOG_PATH = "/tmp/agentcompass-eval.log"
+ASSETS_DIR = "/image_assets"  # where the official harness stages image_assets
+EVALUATION_MODES = ("fresh", "same")
 # The order swebench.harness.run_evaluation tries (its GIT_APPLY_CMDS), on a pristine tree each time.
 APPLY_COMMANDS = (
     "git apply --verbose",
@@ -50,7 +57,16 @@ EVAL_LOG_DETAIL_CAP = 20_000  # characters of eval log kept in trials.jsonl; eva
 GIT_TIMEOUT = 600.0
 
 
+class SwebenchParams(SelectionParams):
+    path_keys = ("path", "repos_dir")
+    split: str | None = None  # default source.split
+    repos_dir: str | None = None  # <repos_dir>/<instance_id>: a checkout staged at /testbed where no image is used
+    patch_exclude: list[str] = []  # git pathspec globs (relative to /testbed) left out of the patch
+
+
 class SwebenchFormat:
+    extra, extra_modules = "swebench", ("swebench", "datasets")  # checked before a run (registry.check_extra)
+    Params = SwebenchParams
     def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe
 
@@ -68,6 +84,7 @@ class SwebenchFormat:
         return [normalize_row(r) for r in raw]
 
     def load(self) -> list[Task]:
+        self.evaluation_mode()  # a bad mode is bad input, refused before the run
         tasks = select_tasks([self.make_task(row) for row in self.rows()], self.recipe.params)
         for task in tasks:
             check_gradable(task.data)
@@ -114,7 +131,8 @@ class SwebenchFormat:
         """The oracle: the instance's gold patch."""
         return self.apply_patch(task, sandbox, trial, str(task.data.get("patch") or ""))
 
-    def apply_patch(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", patch: str) -> AgentOutcome:
+    def apply_patch(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", patch: str,
+                    log: str = "agent.log") -> AgentOutcome:
         """Apply a submitted patch as the official harness does; one that does not apply is reported, not raised."""
         if not patch.strip():
             return AgentOutcome(exit_status="completed", submission=patch)
@@ -125,7 +143,7 @@ class SwebenchFormat:
                 sandbox.exec("git checkout -- . ; git clean -fdq", timeout=GIT_TIMEOUT)
             result = sandbox.exec(f"{command} {SUBMISSION_PATH}", timeout=GIT_TIMEOUT)
             output = result.stdout + result.stderr
-            trial.append("agent.log", f"$ {command} {SUBMISSION_PATH}\n{output}\n")
+            trial.append(log, f"$ {command} {SUBMISSION_PATH}\n{output}\n")
             first_error = first_error or last_line(result.stderr or output)
             if result.ok:
                 return AgentOutcome(exit_status="completed", submission=patch)
@@ -153,39 +171,78 @@ class SwebenchFormat:
             raise InfraError(f"cannot diff {task.workdir}: {last_line(result.stderr)}")
         return result.stdout
 
+    # -- grading -----------------------------------------------------------------------
+    def evaluation_mode(self) -> str:
+        """`fresh` (the official harness's way): the submission alone, applied in a new sandbox of the
+        instance image; `same`: the agent's sandbox as it was left, its tree diff as the patch (faster)."""
+        mode = self.recipe.params.get("evaluation_mode") or "fresh"
+        if mode not in EVALUATION_MODES:
+            raise UserError(f"benchmark param 'evaluation_mode' must be one of {', '.join(EVALUATION_MODES)}, "
+                            f"got {mode!r}; 'fresh' grades as the official harness does")
+        return str(mode)
+
+    def grading_spec(self, task: Task, spec: "SandboxSpec") -> "SandboxSpec | None":
+        """The sandbox a submission is graded in (mode fresh): a new one of the instance image without the
+        recipe's resource limits, which the official evaluation container does not have either."""
+        if self.evaluation_mode() != "fresh":
+            return None
+        return replace(spec, name=f"{spec.name[:114]}-grade", cpus=None, memory_mb=None,
+                       labels={**spec.labels, "phase": "grade"})
+
+    def collect(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> AgentOutcome:
+        """In the agent's sandbox before it closes: the harness's own submission ("" when it submitted
+        nothing), else the tree diff against where the agent started."""
+        if outcome.submission is not None:
+            return outcome
+        return outcome.model_copy(update={"submission": self.extract_patch(task, sandbox)})
+
+    def stage_grading(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
+        """The grading sandbox starts as the agent's did; grade applies the submission."""
+        self.stage(task, sandbox, trial)
+
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade:
+        """Mode fresh: `sandbox` holds the starting state only and the submission is applied here;
+        mode same: `sandbox` is the agent's and its tree diff is graded where it is."""
+        mode = self.evaluation_mode()
         if outcome.exit_status == PATCH_NOT_APPLIED:
             patch = outcome.submission or ""
             trial.write("patch.diff", patch)
-            return self.unresolved(task, trial, patch, outcome.message)
-        patch = self.extract_patch(task, sandbox)
+            return self.unresolved(task, trial, patch, mode, outcome.message)
+        patch = (outcome.submission or "") if mode == "fresh" else self.extract_patch(task, sandbox)
         trial.write("patch.diff", patch)
         if not patch.strip():
-            return self.unresolved(task, trial, patch, f"empty patch: no changes in {task.workdir}")
-        return self.run_eval(task, sandbox, trial, patch)
+            return self.unresolved(task, trial, patch, mode, f"empty patch: no changes in {task.workdir}")
+        if mode == "fresh":
+            applied = self.apply_patch(task, sandbox, trial, patch, log="verifier.log")
+            if applied.exit_status == PATCH_NOT_APPLIED:
+                return self.unresolved(task, trial, patch, mode, applied.message)
+        return self.run_eval(task, sandbox, trial, patch, mode)
 
-    def run_eval(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", patch: str) -> Grade:
+    def run_eval(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", patch: str, mode: str) -> Grade:
         from swebench.harness.grading import get_eval_report
         from swebench.harness.utils import make_test_spec
 
         spec = make_test_spec(instance_for_test_spec(task.data, task.image or ""))
-        sandbox.upload(trial.write("eval.sh", spec.eval_script), EVAL_SCRIPT_PATH)
-        # One stream, as docker exec gives the official harness: the markers come from `set -x` on stderr.
-        result = sandbox.exec(f"bash {EVAL_SCRIPT_PATH} 2>&1", timeout=task.verify_timeout_s)
-        log = result.stdout + result.stderr
-        log_path = trial.write("eval.log", log)
-        if result.timed_out:
-            return self.unresolved(task, trial, patch, f"tests timed out after {task.verify_timeout_s:.0f}s", log)
+        script = inject_asset_restore(spec.eval_script, self.stage_image_assets(spec.image_assets, sandbox, trial))
+        sandbox.upload(trial.write("eval.sh", script), EVAL_SCRIPT_PATH)
+        # One stream, as docker exec gives the official harness (the markers come from `set -x` on stderr),
+        # into a file fetched whole: an exec's output is capped, and the end of the log decides the verdict.
+        result = sandbox.exec(f"bash {EVAL_SCRIPT_PATH} > {EVAL_LOG_PATH} 2>&1", timeout=task.verify_timeout_s)
+        log = self.fetch_eval_log(sandbox, trial)
+        if result.timed_out:  # the official harness notes it in the log the same way, then counts no result
+            log += f"\n\nTimeout error: {task.verify_timeout_s:.0f} seconds exceeded."
+            trial.write("eval.log", log)
+            return self.unresolved(task, trial, patch, mode, f"tests timed out after {task.verify_timeout_s:.0f}s", log)
         prediction = {"instance_id": task.id, "model_name_or_path": model_name(trial), "model_patch": patch}
-        report = get_eval_report(spec, prediction, str(log_path), include_tests_status=True)[task.id]
-        if report.get("infra_failure"):
-            raise InfraError(f"the eval environment failed ({report.get('infra_failure_reason')}); see eval.log")
+        report = get_eval_report(spec, prediction, str(trial.dir / "eval.log"), include_tests_status=True)[task.id]
         status = report.get("tests_status") or {}
         f2p = status.get("FAIL_TO_PASS") or {"success": [], "failure": []}
         p2p = status.get("PASS_TO_PASS") or {"success": [], "failure": []}
         resolved = bool(report["resolved"])
         if not report["patch_successfully_applied"]:
             message = "no test results in eval.log (the test patch or the test run failed)"
+            if report.get("infra_failure_reason"):  # advisory, as in swebench: the instance stays unresolved
+                message += f"; likely cause: {report['infra_failure_reason']}"
         else:
             message = (f"{'resolved' if resolved else 'not resolved'}: FAIL_TO_PASS {fraction_text(f2p)} passed, "
                        f"PASS_TO_PASS {fraction_text(p2p)} passed")
@@ -194,19 +251,56 @@ class SwebenchFormat:
             reward=float(resolved),
             rewards={"fail_to_pass": fraction(f2p), "pass_to_pass": fraction(p2p)},
             message=message,
-            details={**self.base_details(task, trial, patch, log), "resolved": resolved,
+            details={**self.base_details(task, trial, patch, mode, log), "resolved": resolved,
                      "tests_parsed": bool(report["patch_successfully_applied"]),
+                     "infra_failure": bool(report.get("infra_failure")),
+                     "infra_failure_reason": report.get("infra_failure_reason"),
                      "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p},
         )
 
-    def unresolved(self, task: Task, trial: "TrialContext", patch: str, message: str, log: str = "") -> Grade:
-        details = {**self.base_details(task, trial, patch, log), "resolved": False, "tests_parsed": False}
+    @staticmethod
+    def fetch_eval_log(sandbox: "Sandbox", trial: "TrialContext") -> str:
+        """eval.log as the official harness writes it: the whole output, decoded with replacement."""
+        raw = trial.dir / ".eval.log.raw"
+        try:
+            sandbox.download(EVAL_LOG_PATH, raw)
+            log = raw.read_bytes().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            log = ""
+        finally:
+            raw.unlink(missing_ok=True)
+        trial.write("eval.log", log)
+        return log
+
+    @staticmethod
+    def stage_image_assets(image_assets: dict[str, Any], sandbox: "Sandbox", trial: "TrialContext") -> list[str]:
+        """Binary files a text patch cannot carry (SWE-bench Multimodal baselines), put in /image_assets
+        and restored into the tree before the tests, as swebench 5.x run_evaluation does."""
+        restore = []
+        for key in ("test_patch", "patch"):
+            for asset in (image_assets or {}).get(key) or []:
+                if not asset.get("path") or not asset.get("url"):
+                    continue  # the official harness skips an asset it has no source for
+                flat = asset["path"].replace("/", "__")
+                local = trial.dir / "image_assets" / flat
+                local.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    with urllib.request.urlopen(asset["url"], timeout=60) as response:
+                        local.write_bytes(response.read())
+                except (OSError, ValueError) as exc:  # unreachable: infra, retried (the official harness skips it)
+                    raise InfraError(f"cannot fetch image asset {asset['url']}: {exc}") from exc
+                sandbox.upload(local, f"{ASSETS_DIR}/{flat}")
+                restore.append(f"mkdir -p $(dirname {asset['path']}) && cp {ASSETS_DIR}/{flat} {asset['path']}")
+        return restore
+
+    def unresolved(self, task: Task, trial: "TrialContext", patch: str, mode: str, message: str, log: str = "") -> Grade:
+        details = {**self.base_details(task, trial, patch, mode, log), "resolved": False, "tests_parsed": False}
         return Grade(passed=False, reward=0.0, message=message, details=details)
 
     @staticmethod
-    def base_details(task: Task, trial: "TrialContext", patch: str, log: str) -> dict[str, Any]:
+    def base_details(task: Task, trial: "TrialContext", patch: str, mode: str, log: str) -> dict[str, Any]:
         return {"instance_id": task.id, "model_name_or_path": model_name(trial), "patch": patch,
-                "eval_log": log[-EVAL_LOG_DETAIL_CAP:]}
+                "evaluation_mode": mode, "eval_log": log[-EVAL_LOG_DETAIL_CAP:]}
 
     # -- run artifacts -------------------------------------------------------------------
     def write_artifacts(self, run_dir: Path, results: list["TrialResult"]) -> None:
@@ -222,6 +316,19 @@ class SwebenchFormat:
         for attempt, predictions in by_attempt.items():
             name = "predictions.jsonl" if attempt == 1 else f"predictions-attempt-{attempt}.jsonl"
             write_atomic(run_dir / name, "".join(json.dumps(p) + "\n" for p in predictions))
+
+
+def inject_asset_restore(eval_script: str, restore: list[str]) -> str:
+    """The restore commands just before the test-output start marker (swebench 5.x _inject_asset_restore)."""
+    from swebench.harness.constants import START_TEST_OUTPUT
+
+    if not restore:
+        return eval_script
+    lines = eval_script.split("\n")
+    for index, line in enumerate(lines):
+        if START_TEST_OUTPUT in line:
+            return "\n".join(lines[:index] + restore + lines[index:])
+    return eval_script + "\n" + "\n".join(restore)
 
 
 def model_name(trial: "TrialContext") -> str:

@@ -183,14 +183,12 @@ def check_gradable(row: dict[str, Any]) -> None:
                         f"use SWE-bench 5.x rows (with eval_script, log_parser) for it")
 
 
-def patch_files(patch: str) -> tuple[list[str], list[str]]:
-    """(files the patch modifies, files it creates)."""
-    modified, created = [], []
-    for block in re.split(r"^(?=diff --git )", patch, flags=re.M):
-        match = re.match(r"diff --git a/(\S+) b/(\S+)", block)
-        if match:
-            (created if re.search(r"^--- /dev/null", block, flags=re.M) else modified).append(match.group(1))
-    return modified, created
+def modified_files(patch: str) -> list[str]:
+    """Files the patch changes that exist before it (swebench 4.x get_modified_files): created ones,
+    text or binary, are left out, so the reset line names only files `git checkout` can restore."""
+    from unidiff import PatchSet
+
+    return [f.source_file[2:] for f in PatchSet(patch) if f.source_file != "/dev/null" and f.source_file.startswith("a/")]
 
 
 def directives_of(row: dict[str, Any]) -> list[str]:
@@ -204,12 +202,9 @@ def directives_of(row: dict[str, Any]) -> list[str]:
 def classic_eval_script(row: dict[str, Any], start: str, end: str) -> str:
     """The eval script of a classic row: reset and patch the tests, run them between the markers."""
     repo, version, base = row["repo"], row["version"], row["base_commit"]
-    modified, created = patch_files(row["test_patch"])
-    reset = []
-    if modified:
-        reset.append(f"git checkout {base} {' '.join(modified)}")
-    if created:
-        reset.append(f"rm -f {' '.join(created)}")
+    # As swebench 4.1.0: with no modified files this is `git checkout <base> ` (no paths), and files
+    # the test patch creates are not removed (a model that created one makes the test patch fail).
+    reset = f"git checkout {base} {' '.join(modified_files(row['test_patch']))}"
     test_cmd = TEST_COMMAND_BY_VERSION.get((repo, version)) or TEST_COMMANDS[repo]
     install = INSTALL_BY_VERSION.get((repo, version)) or INSTALL.get(repo, "python -m pip install -e .")
     activate = ["source /opt/miniconda3/bin/activate", "conda activate testbed"]
@@ -217,10 +212,10 @@ def classic_eval_script(row: dict[str, Any], start: str, end: str) -> str:
         *activate, "cd /testbed", *ENV_COMMANDS.get((repo, version), []),
         "git config --global --add safe.directory /testbed", "cd /testbed",
         "git status", "git show", f"git -c core.fileMode=false diff {base}",
-        *activate, install, *reset,
+        *activate, install, reset,
         f"git apply -v - <<'{HEREDOC}'\n{row['test_patch']}\n{HEREDOC}",
         f": '{start}'", " ".join([test_cmd, *directives_of(row)]), f": '{end}'",
-        *reset,
+        reset,
     ]
     return "\n".join(["#!/bin/bash", "set -uxo pipefail", *lines]) + "\n"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import UserError, VerifierError
-from agentcompass.formats.base import render_instruction, run_solution, select_tasks
+from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
 from agentcompass.formats.sources import dataset_root
 from agentcompass.formats.terminal_bench_compose import CLIENT, COMPOSE_FILES, TEST_DIR, read_services, read_yaml
 from agentcompass.formats.terminal_bench_parsers import PARSERS, ParseError, parse_test_output, resolved
@@ -88,6 +88,8 @@ def uses_terminal(task: Task, sandbox: "Sandbox") -> bool:
 class TerminalBenchFormat:
     # An agent that crashed (a model error, a context overflow) is still graded, as officially.
     grades_after_agent_error = True
+
+    Params = SelectionParams
 
     def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe

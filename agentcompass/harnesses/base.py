@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 
 class Harness(Protocol):
     needs_model: bool
+    # Optional: submits_only = True (no agent works in the sandbox: with fresh grading it is the grading
+    # sandbox itself), attempts(task) -> bool (False leaves a task unattempted), check_tasks(tasks)
+    # (raise UserError before the run when the harness cannot serve the selection).
 
     def __init__(self, **settings: Any) -> None: ...
 

@@ -174,6 +174,7 @@ def sandbox_system_vars(sandbox: "Sandbox", cwd: str) -> dict[str, str]:
 
 class MiniSweAgentHarness:
     needs_model = True
+    extra, extra_modules = "agents", ("minisweagent", "litellm")  # checked before a run (registry.check_extra)
 
     class Settings(Strict):
         prompt_config: str = "mini"  # a built-in mini-swe-agent config name or a YAML path

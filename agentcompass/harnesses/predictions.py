@@ -8,6 +8,7 @@ and model_patch.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ def read_predictions(path: Path) -> dict[str, dict[str, Any]]:
 
 class PredictionsHarness:
     needs_model = False
+    # No agent works in the sandbox, so with fresh grading it is the grading sandbox itself (trial.py).
+    submits_only = True
 
     class Settings(Strict):
         predictions: str | None = None
@@ -49,6 +52,21 @@ class PredictionsHarness:
         if not predictions:
             raise UserError("harness 'predictions' needs a file: agentcompass eval BENCHMARK --predictions FILE")
         self.predictions = read_predictions(Path(predictions))
+
+    def check_tasks(self, tasks: list[Task]) -> None:
+        """Refuse a file with no prediction for the selected instances; note the ones it has outside them."""
+        selected = {t.id for t in tasks}
+        outside = [i for i in self.predictions if i not in selected]
+        if len(outside) == len(self.predictions):
+            raise UserError(f"no prediction is for an instance of the benchmark's selection (e.g. {outside[0]}); "
+                            f"check the benchmark, its split and --benchmark-params")
+        if outside:
+            print(f"note: {len(outside)} predictions are for instances outside the selection and are not graded "
+                  f"(e.g. {outside[0]})", file=sys.stderr)
+
+    def attempts(self, task: Task) -> bool:
+        """Only instances with a prediction are run; the others stay unattempted, hence unresolved."""
+        return task.id in self.predictions
 
     def run(
         self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
@@ -60,4 +78,7 @@ class PredictionsHarness:
         if apply_patch is None:
             raise AgentError(f"the '{type(task_format).__name__}' format does not grade patches; use a SWE-bench benchmark")
         trial.write("agent.log", f"prediction by {prediction.get('model_name_or_path')}\n")
-        return apply_patch(task, sandbox, trial, str(prediction.get("model_patch") or ""))
+        patch = str(prediction.get("model_patch") or "")
+        if task_format.evaluation_mode() == "fresh":
+            return AgentOutcome(exit_status="completed", submission=patch)  # graded byte for byte as given
+        return apply_patch(task, sandbox, trial, patch)

@@ -14,29 +14,35 @@ import hashlib
 import io
 import os
 import re
-import socket
 import tarfile
 import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import InfraError, UserError
+from agentcompass.providers.remote import (
+    EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed, is_leftover, one_line,
+    process_owner, read_frames, upload_archive,
+)
 from agentcompass.providers.docker_build import BUILDS, BuildRequest, build_image
-from agentcompass.providers.remote import DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, extract_renamed, one_line, root_owned
 from agentcompass.providers.docker_compose import (cleanup_networks, create_network, create_options, host_options,
                                                    networking, remove_services, start_services, volume_names)
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ContainerSpec, ExecResult, SandboxSpec, cap_output
-from agentcompass.schema import Strict
+from agentcompass.schema import Positive, PositiveInt, Strict
 
 if TYPE_CHECKING:
     import docker
 
 # PID 1 of every container: independent of the image's ENTRYPOINT and CMD, and it exits on SIGTERM.
 KEEP_ALIVE = ["-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
-START_HINT = "start it (scripts/ensure-docker.sh, or `sudo systemctl start docker`) or point DOCKER_HOST at a running engine"
+START_HINT = ("start the engine (`sudo systemctl start docker`, or run `sudo dockerd` in another terminal; "
+              "on macOS/Windows open Docker Desktop) or point DOCKER_HOST at a running engine")
+# The kernel's count of processes killed for exceeding the container's memory limit (cgroup v2, then v1).
+OOM_KILLS = ("cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null "
+             "| while read -r key value; do [ \"$key\" = oom_kill ] && echo \"$value\"; done; true")
 
 
 def docker_host() -> str:
@@ -49,16 +55,16 @@ class DockerProvider:
     class Settings(Strict):
         image: str | None = None  # run-wide image for every task, instead of the task's own
         network: str = "bridge"  # for tasks that allow internet; the others get `none`
-        cpus: float | None = None  # overrides the task's cpus (clamped to the engine's CPU count)
-        memory_mb: int | None = None  # overrides the task's memory
+        cpus: Positive | None = None  # overrides the task's cpus (clamped to the engine's CPU count)
+        memory_mb: PositiveInt | None = None  # overrides the task's memory
         shell: str = "bash"  # runs every exec'd command: SHELL -c CMD
         init: bool = True  # the engine's init as PID 1 reaps the orphans a killed command leaves behind
-        output_cap_bytes: int = DEFAULT_OUTPUT_CAP  # kept per stream and exec; the rest is dropped and marked
-        pull_timeout_s: float = 1800.0
-        build_timeout_s: float = 1800.0
+        output_cap_bytes: PositiveInt = DEFAULT_OUTPUT_CAP  # kept per stream and exec; the rest is dropped and marked
+        pull_timeout_s: Positive = 1800.0
+        build_timeout_s: Positive = 1800.0
         buildkit: bool = True  # build with BuildKit through the docker CLI when one can; else the legacy builder
-        api_timeout_s: float = 300.0  # one engine API call (create, upload, remove, ...)
-        max_connections: int = 64  # HTTP connections to the engine: one per exec in flight
+        api_timeout_s: Positive = 300.0  # one engine API call (create, upload, remove, ...)
+        max_connections: PositiveInt = 64  # HTTP connections to the engine: one per exec in flight
 
     def __init__(self, keep: bool = False, **settings: Any) -> None:
         self.settings = self.Settings(**settings)
@@ -70,6 +76,7 @@ class DockerProvider:
         self._ready: set[str] = set()  # images known to be present on the engine
         self._tags: dict[Path, str] = {}  # build context -> content-hash tag
         self._registry_checked = False
+        self._owner = process_owner(uuid.uuid4().hex[:8])  # labels our containers, for the name-clash rule
 
     # -- engine --------------------------------------------------------------------------
     @property
@@ -147,7 +154,8 @@ class DockerProvider:
             **(host_options(client, spec.name) if client else {}),
         )
         create = dict(image=image, command=KEEP_ALIVE, entrypoint=["/bin/sh"], working_dir=spec.workdir or None,
-                      environment=spec.env, labels=spec.labels, name=spec.name, host_config=host_config, detach=True)
+                      environment=spec.env, labels={**spec.labels, OWNER_LABEL: self._owner}, name=spec.name,
+                      host_config=host_config, detach=True)
         if client:  # a compose service keeps its own entrypoint and command: they may start what the task needs
             create.update(create_options(client))
             if not client.network_mode:
@@ -158,8 +166,7 @@ class DockerProvider:
             except docker.errors.APIError as exc:
                 if exc.status_code != 409:
                     raise
-                # The name is this trial's: a killed earlier run of the same run name left it behind.
-                api.remove_container(spec.name, force=True, v=True)
+                self._remove_leftover(spec)
                 created = api.create_container(**create)
         except docker.errors.APIError as exc:
             if spec.compose:
@@ -177,6 +184,22 @@ class DockerProvider:
             sandbox.close()
             raise InfraError(f"cannot start container {spec.name} from {image}: {one_line(exc.explanation or exc)}") from exc
         return sandbox
+
+    def _remove_leftover(self, spec: SandboxSpec) -> None:
+        """The trial's name is taken: remove the holder only when it is this very trial's leftover."""
+        import docker
+
+        try:
+            info = self.client.api.inspect_container(spec.name)
+        except docker.errors.NotFound:
+            return  # removed meanwhile
+        labels = info["Config"].get("Labels") or {}
+        if not is_leftover(labels, info["State"].get("Status") == "running", spec.labels, self._owner):
+            raise InfraError(f"container name {spec.name} is held by a live container "
+                             f"(owner {labels.get(OWNER_LABEL)}); is another run using this run name? end it, or "
+                             "remove its containers with "
+                             f"`agentcompass cleanup --env docker --run-name {spec.labels.get('run', 'NAME')}`")
+        self.client.api.remove_container(spec.name, force=True, v=True)
 
     def cleanup(self, run_name: str | None = None) -> int:
         """Remove containers an earlier run left behind (a SIGKILL leaves them); returns how many."""
@@ -334,18 +357,13 @@ def context_digest(context: Path) -> str:
     return digest.hexdigest()
 
 
-class DockerSandbox:
+class DockerSandbox(RemoteSandbox):
     def __init__(self, client: "docker.DockerClient", container_id: str, spec: SandboxSpec,
                  settings: DockerProvider.Settings, has_task_image: bool = True) -> None:
+        super().__init__(spec, settings, has_task_image)
         self.client = client
         self.api = client.api
         self.id = container_id
-        self.spec = spec
-        self.settings = settings
-        # The Dockerfile (or the task's own image) already put the task's files in place.
-        self.has_task_image = has_task_image
-        self._closed = False
-        self._close_lock = threading.Lock()
 
     def attach_hint(self) -> str:
         host = f"DOCKER_HOST={os.environ['DOCKER_HOST']} " if os.environ.get("DOCKER_HOST") else ""
@@ -369,51 +387,14 @@ class DockerSandbox:
             )["Id"]
             sock = self.api.exec_start(exec_id, socket=True)
         except docker.errors.APIError as exc:
-            raise InfraError(f"exec in {self.spec.name} failed: {one_line(exc.explanation or exc)}") from exc
+            raise self._failure(f"exec in {self.spec.name} failed", exc) from exc
         deadline = start + timeout if timeout else None
-        stdout, stderr, timed_out = self._collect(sock, deadline, mark)
+        keep = self.settings.output_cap_bytes + 1  # one byte more than the cap, so cap_output marks the cut
+        stdout, stderr, timed_out, broken = read_frames(sock, deadline, keep, lambda: self._kill_marked(mark))
         code = 124 if timed_out else self._exit_code(exec_id)
+        self._check_exit(code, broken)
         cap = self.settings.output_cap_bytes
         return ExecResult(code, cap_output(stdout, cap), cap_output(stderr, cap), timed_out, time.monotonic() - start)
-
-    def _collect(self, sock: Any, deadline: float | None, mark: str) -> tuple[bytes, bytes, bool]:
-        """Read the multiplexed stdout/stderr frames until the command ends or the deadline passes."""
-        raw = getattr(sock, "_sock", sock)
-        keep = self.settings.output_cap_bytes + 1  # one byte more than the cap, so cap_output marks the cut
-        streams = {1: bytearray(), 2: bytearray()}
-        pending = bytearray()
-        timed_out = False
-        try:
-            while True:
-                limit = None if deadline is None else deadline - time.monotonic()
-                if limit is not None and limit <= 0:
-                    if timed_out:
-                        break  # killed, yet something still holds the stream open: stop waiting
-                    # Kill the command inside the container, then drain what it wrote.
-                    timed_out = True
-                    self._kill_marked(mark)
-                    deadline = time.monotonic() + DRAIN_AFTER_KILL_S
-                    continue
-                raw.settimeout(limit)
-                try:
-                    data = raw.recv(65536)
-                except socket.timeout:
-                    continue
-                if not data:
-                    break
-                pending += data
-                for kind, payload in split_frames(pending):
-                    buffer = streams.get(kind)
-                    if buffer is not None and len(buffer) < keep:
-                        buffer += payload[: keep - len(buffer)]
-        except OSError:
-            pass  # the engine dropped the stream (container removed): return what we have
-        finally:
-            try:
-                sock.close()
-            except OSError:
-                pass
-        return bytes(streams[1]), bytes(streams[2]), timed_out
 
     def _kill_marked(self, mark: str) -> None:
         import docker
@@ -432,27 +413,46 @@ class DockerSandbox:
             try:
                 info = self.api.exec_inspect(exec_id)
             except docker.errors.APIError as exc:
-                raise InfraError(f"exec in {self.spec.name} vanished: {one_line(exc.explanation or exc)}") from exc
+                raise self._failure(f"exec in {self.spec.name} vanished", exc) from exc
             if not info.get("Running") and info.get("ExitCode") is not None:
                 return int(info["ExitCode"])
             time.sleep(0.02)
-        raise InfraError(f"exec in {self.spec.name} ended its output but reports no exit code")
+        raise self._failure(f"exec in {self.spec.name} ended its output but reports no exit code")
+
+    # -- a lost container ------------------------------------------------------------------
+    def _lost(self) -> str | None:
+        """None while the container runs; else what became of it (removed, exited, OOM-killed, ...)."""
+        import docker
+
+        try:
+            state = self.api.inspect_container(self.id)["State"]
+        except docker.errors.NotFound:
+            return f"container {self.spec.name} was removed"
+        except docker.errors.APIError:
+            return None  # the engine is in trouble, not necessarily the container: an ordinary infra error
+        if state.get("Status") == "running":
+            return None
+        return (f"container {self.spec.name} is {state.get('Status')} (exit code {state.get('ExitCode')}, "
+                f"OOMKilled {bool(state.get('OOMKilled'))})")
+
+    def details(self) -> dict[str, Any]:
+        """For the trial's details: the engine's OOMKilled flag and how many processes the kernel killed
+        for exceeding the container's memory limit (a running container's count: the agent's own doing)."""
+        state = self.api.inspect_container(self.id)["State"]
+        counters = self.exec(OOM_KILLS, timeout=30).stdout.split()
+        return {"oom_killed": bool(state.get("OOMKilled")), "oom_kills": sum(int(n) for n in counters if n.isdigit())}
 
     # -- files ---------------------------------------------------------------------------
     def upload(self, local: Path, remote: str) -> None:
         """Copy a file or a directory's contents to `remote`, creating parent directories."""
         import docker
 
-        if not remote.startswith("/"):
-            raise InfraError(f"sandbox paths must be absolute: {remote!r}")
-        target = PurePosixPath(remote)
         buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as archive:
-            archive.add(str(local), arcname=str(target.relative_to("/")), filter=root_owned)
+        upload_archive(local, remote, buffer)
         try:
             self.api.put_archive(self.id, "/", buffer.getvalue())
         except docker.errors.APIError as exc:
-            raise InfraError(f"upload of {local} to {remote} failed: {one_line(exc.explanation or exc)}") from exc
+            raise self._failure(f"upload of {local} to {remote} failed", exc) from exc
 
     def download(self, remote: str, local: Path) -> None:
         """Copy `remote` (a file, or a directory's contents) to `local`; FileNotFoundError when it is missing."""
@@ -461,9 +461,10 @@ class DockerSandbox:
         try:
             stream, _ = self.api.get_archive(self.id, remote)
         except docker.errors.NotFound as exc:
+            self._raise_if_lost()  # a removed container has no files either: that is not the task's verdict
             raise FileNotFoundError(remote) from exc
         except docker.errors.APIError as exc:
-            raise InfraError(f"download of {remote} failed: {one_line(exc.explanation or exc)}") from exc
+            raise self._failure(f"download of {remote} failed", exc) from exc
         with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
             for chunk in stream:
                 spool.write(chunk)
@@ -475,10 +476,8 @@ class DockerSandbox:
         """Remove the container (and its anonymous volumes); nothing else. Safe to call twice."""
         import docker
 
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
+        if not self._close_once():
+            return
         try:
             self.api.remove_container(self.id, force=True, v=True)
         except docker.errors.NotFound:
@@ -486,22 +485,6 @@ class DockerSandbox:
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
                 raise InfraError(f"cannot remove container {self.spec.name}: {one_line(exc.explanation or exc)}") from exc
-
-
-def split_frames(pending: bytearray) -> list[tuple[int, bytes]]:
-    """Take the complete frames off the front of Docker's multiplexed stream.
-
-    Each frame is an 8-byte header (stream id: 1 stdout, 2 stderr; 3 zero bytes; 4-byte size)
-    followed by its payload; an incomplete frame stays in `pending` for the next read.
-    """
-    out: list[tuple[int, bytes]] = []
-    while len(pending) >= 8:
-        size = int.from_bytes(pending[4:8], "big")
-        if len(pending) < 8 + size:
-            break
-        out.append((pending[0], bytes(pending[8 : 8 + size])))
-        del pending[: 8 + size]
-    return out
 
 
 class ComposeSandbox(DockerSandbox):

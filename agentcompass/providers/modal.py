@@ -27,9 +27,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import SecretStr
 
 from agentcompass.errors import InfraError, UserError
-from agentcompass.providers.remote import DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, extract_renamed, one_line, root_owned
+from agentcompass.providers.remote import (
+    DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed,
+    is_leftover, one_line, process_owner, upload_archive,
+)
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
-from agentcompass.schema import Strict
+from agentcompass.schema import Positive, PositiveInt, Strict
 
 if TYPE_CHECKING:
     import modal
@@ -76,22 +79,23 @@ def modal_name(name: str) -> str:
 
 class ModalProvider:
     name = "modal"
+    extra, extra_modules = "modal", ("modal",)  # checked before a run (registry.check_extra)
 
     class Settings(Strict):
         app_name: str = "agentcompass"  # the Modal app the sandboxes belong to (created when missing)
         environment_name: str | None = None  # Modal environment; default: the profile's
         image: str | None = None  # run-wide registry image for every task, instead of the task's own
         add_python: str | None = None  # e.g. "3.11": let Modal add Python to an image without it
-        cpus: float | None = None  # overrides the task's cpus
-        memory_mb: int | None = None  # overrides the task's memory
+        cpus: Positive | None = None  # overrides the task's cpus
+        memory_mb: PositiveInt | None = None  # overrides the task's memory
         region: str | None = None
-        timeout_s: int | None = None  # hard cap on a sandbox's life; default the task's, else 2 h
-        idle_timeout_s: int | None = None  # Modal ends a sandbox idle this long
+        timeout_s: PositiveInt | None = None  # hard cap on a sandbox's life; default the task's, else 2 h
+        idle_timeout_s: PositiveInt | None = None  # Modal ends a sandbox idle this long
         block_network: bool | None = None  # default: blocked when the task disallows internet
         token_id: SecretStr | None = None
         token_secret: SecretStr | None = None
         shell: str = "bash"  # runs every exec'd command: SHELL -c CMD
-        output_cap_bytes: int = DEFAULT_OUTPUT_CAP
+        output_cap_bytes: PositiveInt = DEFAULT_OUTPUT_CAP
 
     def __init__(self, keep: bool = False, **settings: Any) -> None:
         self.settings = self.Settings(**settings)
@@ -100,6 +104,7 @@ class ModalProvider:
         self._client: "modal.Client | None" = None
         self._app: "modal.App | None" = None
         self._images: dict[str, "modal.Image"] = {}
+        self._owner = process_owner(uuid.uuid4().hex[:8])  # tags our sandboxes, for the name-clash rule
 
     # -- connection ----------------------------------------------------------------------
     def _connect(self) -> tuple["modal.Client", "modal.App"]:
@@ -142,16 +147,21 @@ class ModalProvider:
         block = s.block_network if s.block_network is not None else not spec.allow_internet
         lifetime = min(int(s.timeout_s or spec.lifetime_s or DEFAULT_LIFETIME_S), MAX_LIFETIME_S)
         name = modal_name(spec.name)
-        create = dict(app=app, name=name, tags=dict(spec.labels), image=image, env=dict(spec.env) or None,
-                      timeout=lifetime, idle_timeout=s.idle_timeout_s, workdir=spec.workdir or None,
+        create = dict(app=app, name=name, tags={**spec.labels, OWNER_LABEL: self._owner}, image=image,
+                      env=dict(spec.env) or None, timeout=lifetime, idle_timeout=s.idle_timeout_s, workdir=spec.workdir or None,
                       cpu=s.cpus or spec.cpus, memory=s.memory_mb or spec.memory_mb, region=s.region,
                       block_network=block, client=client)
         try:
             try:
                 sandbox = modal.Sandbox.create(**create)
             except modal.exception.AlreadyExistsError:
-                # The name is this trial's: a killed earlier run of the same run name left it behind.
-                modal.Sandbox.from_name(s.app_name, name, environment_name=s.environment_name, client=client).terminate()
+                # Only this very trial's leftover (a dead earlier process's) is replaced; never a live sibling's.
+                holder = modal.Sandbox.from_name(s.app_name, name, environment_name=s.environment_name, client=client)
+                if not is_leftover(holder.get_tags(), True, spec.labels, self._owner):
+                    raise InfraError(f"Modal sandbox name {name} is held by a live sandbox of another process; is another "
+                                     f"run using this run name? end it, or: agentcompass cleanup --env modal --run-name "
+                                     f"{spec.labels.get('run', 'NAME')}")
+                holder.terminate()
                 sandbox = modal.Sandbox.create(**create)
         except modal.exception.Error as exc:
             raise InfraError(f"cannot create Modal sandbox {name}: {one_line(exc)[:300]}") from exc
@@ -194,17 +204,12 @@ class ModalProvider:
         return image, self.settings.image is None
 
 
-class ModalSandbox:
+class ModalSandbox(RemoteSandbox):
     def __init__(self, sandbox: "modal.Sandbox", spec: SandboxSpec, settings: ModalProvider.Settings,
                  has_task_image: bool = True) -> None:
+        super().__init__(spec, settings, has_task_image)
         self.sandbox = sandbox
         self.id = sandbox.object_id
-        self.spec = spec
-        self.settings = settings
-        # The Dockerfile (or the task's own image) already put the task's files in place.
-        self.has_task_image = has_task_image
-        self._closed = False
-        self._close_lock = threading.Lock()
 
     def attach_hint(self) -> str:
         return (f"modal shell {self.id}   (it ends by itself after its timeout; end it now with: "
@@ -237,6 +242,7 @@ class ModalSandbox:
             code = 124
         else:
             code = self._wait(process)
+            self._check_exit(code)  # a sandbox that died under the command: not the command's verdict
             # Modal's own exec timeout ended it first: wait() reports -1 for that.
             if timeout and code == -1:
                 timed_out, code = True, 124
@@ -253,7 +259,7 @@ class ModalSandbox:
         try:
             return self.sandbox.exec(*args, text=False, **kwargs)
         except modal.exception.Error as exc:
-            raise InfraError(f"exec in Modal sandbox {self.id} failed: {one_line(exc)[:300]}") from exc
+            raise self._failure(f"exec in Modal sandbox {self.id} failed", exc) from exc
 
     def _wait(self, process: Any) -> int:
         import modal
@@ -261,7 +267,19 @@ class ModalSandbox:
         try:
             return int(process.wait())
         except modal.exception.Error as exc:
-            raise InfraError(f"exec in Modal sandbox {self.id} vanished: {one_line(exc)[:300]}") from exc
+            raise self._failure(f"exec in Modal sandbox {self.id} vanished", exc) from exc
+
+    def _lost(self) -> str | None:
+        """None while the sandbox runs; else how it ended (terminated, past its timeout, gone)."""
+        import modal
+
+        try:
+            code = self.sandbox.poll()
+        except (modal.exception.NotFoundError, modal.exception.SandboxTerminatedError):
+            return f"Modal sandbox {self.id} no longer exists"
+        except modal.exception.Error:
+            return None  # Modal is hard to reach, which says nothing about the sandbox: an ordinary infra error
+        return None if code is None else f"Modal sandbox {self.id} has ended (exit code {code})"
 
     def _kill_marked(self, mark: str) -> None:
         import modal
@@ -277,12 +295,8 @@ class ModalSandbox:
         """Copy a file or a directory's contents to `remote`, creating parent directories."""
         import modal
 
-        if not remote.startswith("/"):
-            raise InfraError(f"sandbox paths must be absolute: {remote!r}")
         with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
-            with tarfile.open(fileobj=spool, mode="w") as archive:
-                archive.add(str(local), arcname=str(PurePosixPath(remote).relative_to("/")), filter=root_owned)
-            spool.seek(0)
+            upload_archive(local, remote, spool)
             process = self._start("tar", "-xf", "-", "-C", "/")
             try:
                 while chunk := spool.read(UPLOAD_CHUNK):
@@ -291,11 +305,12 @@ class ModalSandbox:
                 process.stdin.write_eof()
                 process.stdin.drain()
             except modal.exception.Error as exc:
-                raise InfraError(f"upload of {local} to {remote} failed: {one_line(exc)[:300]}") from exc
+                raise self._failure(f"upload of {local} to {remote} failed", exc) from exc
         error = bytearray()
         read_capped(process.stderr, error, 4096)
         code = self._wait(process)
         if code != 0:
+            self._raise_if_lost()
             raise InfraError(f"upload of {local} to {remote} failed (tar exit {code}): {one_line(error.decode(errors='replace'))[:300]}")
 
     def download(self, remote: str, local: Path) -> None:
@@ -308,11 +323,12 @@ class ModalSandbox:
                 for chunk in process.stdout:
                     spool.write(chunk)
             except modal.exception.Error as exc:
-                raise InfraError(f"download of {remote} failed: {one_line(exc)[:300]}") from exc
+                raise self._failure(f"download of {remote} failed", exc) from exc
             code = self._wait(process)
             if code == MISSING_EXIT:
                 raise FileNotFoundError(remote)
             if code != 0:
+                self._raise_if_lost()
                 error = bytearray()
                 read_capped(process.stderr, error, 4096)
                 raise InfraError(f"download of {remote} failed (tar exit {code}): {one_line(error.decode(errors='replace'))[:300]}")
@@ -324,10 +340,8 @@ class ModalSandbox:
         """Terminate the sandbox; nothing else. Safe to call twice, from any thread."""
         import modal
 
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
+        if not self._close_once():
+            return
         try:
             self.sandbox.terminate()
         except modal.exception.NotFoundError:

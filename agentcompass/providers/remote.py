@@ -3,11 +3,18 @@ sandbox only through exec and archives, never through a shared filesystem."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 import tarfile
 import tempfile
-from pathlib import Path
-from typing import Any
+import threading
+import time
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, Callable
+
+from agentcompass.errors import InfraError, SandboxLost
+from agentcompass.sandbox import SandboxSpec
 
 EXEC_MARK = "AGENTCOMPASS_EXEC"  # env var that tags every process of one exec, so a timeout can find them all
 # Run in the container on timeout: find every process carrying the exec's mark, stop them all at once
@@ -20,6 +27,159 @@ KILL_MARKED = (
     'done; [ -z "$pids" ] && exit 0; kill -STOP $pids 2>/dev/null; kill -KILL $pids 2>/dev/null; done'
 )
 DRAIN_AFTER_KILL_S = 5.0  # how long to wait for the stream to end once the command was killed
+# A command ending with one of these (or -1) may have died with its sandbox: the provider then asks
+# whether the sandbox still runs before anyone reads the exit code as the agent's or the tests' verdict.
+# 125-127: the runtime could not start it; 128+n: killed by signal n, up to SIGKILL (137).
+SUSPECT_EXIT_CODES = range(125, 138)
+NOT_FOUND_EXIT = 127  # an agent's everyday "command not found": checked once, never waited on
+SETTLE_S = 1.0  # an engine may record a command's death this long before its sandbox's
+OWNER_LABEL = "agentcompass.owner"  # who opened a sandbox: host/pid/process start/provider instance
+
+
+class RemoteSandbox:
+    """What docker's and modal's sandboxes share: the trial's spec, closing once, and telling a lost
+    sandbox (SandboxLost: retried, whatever the phase) from a failed call (InfraError) by asking the
+    provider's `_lost()` before anyone reads a command's result as the agent's or the tests' verdict."""
+
+    def __init__(self, spec: SandboxSpec, settings: Any, has_task_image: bool = True) -> None:
+        self.spec = spec
+        self.settings = settings
+        # The Dockerfile (or the task's own image) already put the task's files in place.
+        self.has_task_image = has_task_image
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    def _lost(self) -> str | None:
+        """None while the sandbox runs; else what became of it. Provider-specific."""
+        return None
+
+    def _check_exit(self, code: int, broken: bool = False) -> None:
+        """After a command whose stream broke or whose exit code is suspect (or -1): SandboxLost when
+        the sandbox no longer runs. A kill (137), a failed start (126), ... is re-checked for a moment,
+        as the engine may not have recorded the sandbox's death yet; a sandbox still running leaves
+        the exit code to the command's caller."""
+        if not (broken or code < 0 or code in SUSPECT_EXIT_CODES):
+            return
+        quick = not broken and (code < 0 or code == NOT_FOUND_EXIT)
+        self._raise_if_lost(0.0 if quick else SETTLE_S)
+
+    def _raise_if_lost(self, settle_s: float = 0.0) -> None:
+        """SandboxLost when the sandbox no longer runs (checked again for `settle_s` while it still does)."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            lost = self._lost()
+            if lost:
+                raise SandboxLost(f"sandbox lost: {lost}")
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.1)
+
+    def _failure(self, what: str, exc: Exception | None = None) -> InfraError:
+        """The error for a failed call: SandboxLost when the sandbox is gone, else InfraError."""
+        lost = self._lost()
+        if lost:
+            return SandboxLost(f"{what}: sandbox lost: {lost}")
+        return InfraError(f"{what}: {one_line(getattr(exc, 'explanation', None) or exc)[:300]}")
+
+    def _close_once(self) -> bool:
+        """True for the first caller only: close is idempotent and may race an interrupt."""
+        with self._close_lock:
+            first, self._closed = not self._closed, True
+        return first
+
+
+def upload_archive(local: Path, remote: str, fileobj: IO[bytes]) -> None:
+    """Write a tar of `local` into `fileobj` whose entries extract at `remote` under /, owned by root."""
+    if not remote.startswith("/"):
+        raise InfraError(f"sandbox paths must be absolute: {remote!r}")
+    with tarfile.open(fileobj=fileobj, mode="w") as archive:
+        archive.add(str(local), arcname=str(PurePosixPath(remote).relative_to("/")), filter=root_owned)
+    fileobj.seek(0)
+
+
+def is_leftover(labels: dict[str, str], running: bool, trial_labels: dict[str, str], owner: str) -> bool:
+    """Whether a sandbox holding a trial's name is that very trial's leftover, safe to remove: same run and
+    trial labels, opened by `owner` (this provider) or by a process of this host that has ended; without an
+    owner label (an older version) only when it no longer runs. A live sibling's sandbox is never one."""
+    if labels.get("agentcompass") != "1" or any(labels.get(k) != trial_labels.get(k) for k in ("run", "trial")):
+        return False
+    holder = labels.get(OWNER_LABEL)
+    return (holder == owner or owner_is_gone(holder)) if holder else not running
+
+
+def process_owner(instance: str, pid: int | None = None) -> str:
+    """A process as `host/pid/start/instance`: a pid alone is reused, its start time (since boot) is not."""
+    pid = pid or os.getpid()
+    try:  # field 22 of /proc/PID/stat, counted after the parenthesised command name
+        start = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        start = "gone"
+    return f"{socket.gethostname()}/{pid}/{start}/{instance}"
+
+
+def owner_is_gone(owner: str) -> bool:
+    """True only when sure: the owner ran on this host and that process has ended."""
+    host, pid, start, instance = (owner.split("/") + ["", "", ""])[:4]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return process_owner(instance, int(pid)) != owner
+
+
+def read_frames(sock: Any, deadline: float | None, keep: int,
+                on_deadline: Callable[[], None]) -> tuple[bytes, bytes, bool, bool]:
+    """Read Docker's multiplexed stdout/stderr frames until the command ends or the deadline passes
+    (then `on_deadline` kills it and what it wrote is drained). Keeps `keep` bytes per stream.
+    Returns (stdout, stderr, timed_out, broken): broken when the engine dropped the stream."""
+    raw = getattr(sock, "_sock", sock)
+    streams = {1: bytearray(), 2: bytearray()}
+    pending = bytearray()
+    timed_out = broken = False
+    try:
+        while True:
+            limit = None if deadline is None else deadline - time.monotonic()
+            if limit is not None and limit <= 0:
+                if timed_out:
+                    break  # killed, yet something still holds the stream open: stop waiting
+                timed_out = True
+                on_deadline()
+                deadline = time.monotonic() + DRAIN_AFTER_KILL_S
+                continue
+            raw.settimeout(limit)
+            try:
+                data = raw.recv(65536)
+            except socket.timeout:
+                continue
+            if not data:
+                break
+            pending += data
+            for kind, payload in split_frames(pending):
+                buffer = streams.get(kind)
+                if buffer is not None and len(buffer) < keep:
+                    buffer += payload[: keep - len(buffer)]
+    except OSError:
+        broken = True  # the engine dropped the stream (container removed): return what arrived
+    finally:
+        try:
+            sock.close()
+        except OSError:
+            pass
+    return bytes(streams[1]), bytes(streams[2]), timed_out, broken
+
+
+def split_frames(pending: bytearray) -> list[tuple[int, bytes]]:
+    """Take the complete frames off the front of Docker's multiplexed stream.
+
+    Each frame is an 8-byte header (stream id: 1 stdout, 2 stderr; 3 zero bytes; 4-byte size)
+    followed by its payload; an incomplete frame stays in `pending` for the next read.
+    """
+    out: list[tuple[int, bytes]] = []
+    while len(pending) >= 8:
+        size = int.from_bytes(pending[4:8], "big")
+        if len(pending) < 8 + size:
+            break
+        out.append((pending[0], bytes(pending[8 : 8 + size])))
+        del pending[: 8 + size]
+    return out
 
 
 def one_line(text: Any) -> str:
