@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 DEFAULT_OUTPUT_CAP = 10 * 1024 * 1024  # bytes kept per stream; the rest is dropped and marked
 TRUNCATION_MARK = "\n[... output truncated by agentcompass ...]\n"
@@ -31,10 +31,43 @@ class SandboxSpec:
     labels: dict[str, str] = field(default_factory=dict)
     lifetime_s: float | None = None  # hard cap on the sandbox's life, for cloud providers
     log_dir: Path | None = None  # where the provider may write build logs for this trial
+    compose: "ComposeSpec | None" = None  # docker-compose services: the sandbox is their `client`
 
     @property
     def needs_image(self) -> bool:
         return (self.image is not None or self.build_context is not None) and not self.runs_on_host
+
+
+@dataclass
+class ContainerSpec:
+    """One docker-compose service: what its container runs and with what (all optional)."""
+
+    name: str
+    image: str | None = None
+    build_context: Path | None = None
+    dockerfile: str = "Dockerfile"
+    build_args: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    entrypoint: list[str] | None = None  # None: the image's
+    command: list[str] | None = None  # None: the image's
+    user: str | None = None
+    workdir: str | None = None
+    tmpfs: dict[str, str] = field(default_factory=dict)  # mount point -> options (size=...)
+    volumes: dict[str, str] = field(default_factory=dict)  # mount point -> volume name ("" = the container's own)
+    privileged: bool = False
+    cap_add: list[str] = field(default_factory=list)
+    cpus: float | None = None
+    memory_mb: int | None = None
+    network_mode: str | None = None  # e.g. host, none; default: the trial's own network
+    healthcheck: dict[str, Any] | None = None  # the engine's format (test, interval in ns, ...); waited for
+
+
+@dataclass
+class ComposeSpec:
+    """The sandbox is the `client` service; the others run beside it on the trial's own network."""
+
+    client: ContainerSpec
+    services: list[ContainerSpec] = field(default_factory=list)
 
 
 @dataclass
@@ -59,6 +92,7 @@ class Sandbox(Protocol):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         timeout: float | None = None,
+        user: str | None = None,  # None: the sandbox's default user; where users exist (docker), e.g. root
     ) -> ExecResult: ...
 
     def upload(self, local: Path, remote: str) -> None: ...

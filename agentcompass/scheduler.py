@@ -63,6 +63,9 @@ class Scheduler:
                     future.result()  # _run_one records its own errors; this surfaces bugs only
         except KeyboardInterrupt as exc:
             self.stopping.set()
+            interrupt = getattr(self.runner.provider, "interrupt", None)
+            if callable(interrupt):
+                interrupt()  # e.g. image builds in flight, which are no sandbox yet
             closed = self.runner.sandboxes.close_all()
             log.warning("interrupted: stopped scheduling and closed open sandboxes", closed=closed)
             pool.shutdown(wait=True, cancel_futures=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agentcompass.sandbox import SandboxSpec
+from agentcompass.sandbox import ComposeSpec, SandboxSpec
 
 
 LIFETIME_MARGIN_S = 600.0
@@ -31,6 +31,7 @@ class Task:
     agent_timeout_s: float | None = None
     verify_timeout_s: float | None = None
     build_timeout_s: float | None = None
+    compose: ComposeSpec | None = None  # docker-compose services around the sandbox
     data: dict[str, Any] = field(default_factory=dict)  # format-specific payload
 
     def sandbox_spec(self, name: str, labels: dict[str, str], log_dir: Path | None) -> SandboxSpec:
@@ -47,6 +48,7 @@ class Task:
             labels=labels,
             lifetime_s=self.lifetime_s(),
             log_dir=log_dir,
+            compose=self.compose,
         )
 
     def lifetime_s(self) -> float | None:

@@ -129,8 +129,12 @@ class TrialRunner:
             except TrialError as exc:
                 if exc.category == "infra":
                     raise
-                graded = True  # an agent error is a verdict too: a failing close must not turn it into a retry
-                return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
+                if not getattr(self.task_format, "grades_after_agent_error", False):
+                    graded = True  # an agent error is a verdict too: a failing close must not turn it into a retry
+                    return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
+                # The format grades a crashed agent's work too (Terminal-Bench does, officially).
+                outcome = AgentOutcome(exit_status=f"{exc.category}_error", message=str(exc),
+                                       usage=exc.usage if exc.usage is not None else outcome.usage)
             # Verification runs whatever the agent's exit status, a timeout included.
             with phase("verify"):
                 if grading_spec is None:

@@ -1,23 +1,28 @@
 """Terminal-Bench (v1) task format: the original task directories, graded as its harness grades them.
 
-A task dir holds task.yaml (instruction, max_agent_timeout_sec, max_test_timeout_sec, ...), a
-Dockerfile or a docker-compose.yaml with a single `client` service, solution.sh or solution.yaml
-(a list of commands), run-tests.sh and tests/. Grading copies tests/ and run-tests.sh to /tests
-($TEST_DIR), runs run-tests.sh in the workdir and parses pytest's `-rA` short test summary: the task
-is resolved when at least one test was reported and every one passed. As in the original, XFAIL and
-SKIPPED count as passed; FAILED, ERROR and XPASS do not.
+A task dir holds task.yaml (instruction, parser_name, max_agent_timeout_sec, max_test_timeout_sec,
+run_tests_in_same_shell, ...), a Dockerfile and/or a docker-compose.yaml whose `client` service is
+the sandbox, solution.sh or solution.yaml (keystrokes), run-tests.sh and tests/. Grading copies
+tests/ and run-tests.sh to /tests, types `bash /tests/run-tests.sh` into a fresh root shell (the
+agent's, with run_tests_in_same_shell) and parses the whole output with the task's parser (see
+terminal_bench_parsers). Where the image has tmux, shells are tmux sessions as officially; where
+it has none, commands run through exec with the output in a file, its last 50,000 lines parsed.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import UserError, VerifierError
 from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
 from agentcompass.formats.sources import dataset_root
+from agentcompass.formats.terminal_bench_compose import CLIENT, COMPOSE_FILES, TEST_DIR, read_services, read_yaml
+from agentcompass.formats.terminal_bench_parsers import PARSERS, ParseError, parse_test_output, resolved
+from agentcompass.formats.terminal_bench_tmux import Keystrokes, SessionTimeout, TmuxSession, has_tmux
+from agentcompass.sandbox import ComposeSpec
 from agentcompass.schema import Recipe
 from agentcompass.task import AgentOutcome, Grade, Task
 
@@ -25,159 +30,44 @@ if TYPE_CHECKING:
     from agentcompass.sandbox import Sandbox
     from agentcompass.trial import TrialContext
 
-TEST_DIR = "/tests"  # the original harness's container test dir, also exported as $TEST_DIR
 ORACLE_DIR = "/oracle"
 DEFAULT_AGENT_TIMEOUT = 360.0  # the original's task.yaml defaults
 DEFAULT_TEST_TIMEOUT = 60.0
-DEFAULT_WORKDIR = "/app"
-COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml")
-# What the original harness substitutes into docker-compose.yaml; other ${VARS} are its own plumbing.
-HARNESS_VARS = {"T_BENCH_TEST_DIR": TEST_DIR, "T_BENCH_CONTAINER_LOGS_PATH": "/logs",
-                "T_BENCH_CONTAINER_AGENT_LOGS_PATH": "/agent-logs"}
-DEFAULT_RUN_TESTS = f"""#!/bin/bash
-# agentcompass: this task has no run-tests.sh; run its tests with the image's pytest.
-cd {DEFAULT_WORKDIR} 2>/dev/null || true
-python3 -m pytest -rA "$TEST_DIR"
-"""
-
-# -- pytest -rA short test summary ---------------------------------------------------------
-PASSING = {"passed", "xfail", "skipped"}
-SUMMARY_HEADER = re.compile(r"^=+ short test summary info =+$")
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# `STATUS nodeid` with an optional ` - message`; a parametrize id may hold spaces inside [...].
-RESULT_LINE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS)\s+([^\s\[]+(?:\[.*?\])?)(?:\s+-\s.*)?\s*$")
-# `SKIPPED [2] tests/test_x.py:12: reason`: a location, not a node id.
-SKIPPED_LINE = re.compile(r"^SKIPPED\s+(?:\[\d+\]\s+)?(\S+?)(?::\s.*|\s+-\s.*)?$")
+HOST_WORKDIR = "/app"  # for tasks run on the host, which has no image to take a WorkingDir from
+KEPT_LINES = 50_000  # the official tmux history: the start of a longer output is lost
+TEST_LOG = "/tmp/agentcompass-run-tests.log"
+TERMINAL_ENV = {"COLUMNS": "160", "LINES": "40"}  # the official pane's size, for tools that read it
 
 
-def parse_pytest_summary(output: str) -> dict[str, str]:
-    """Test id -> passed | failed | error | skipped | xfail | xpass, from every -rA summary section.
-
-    A test reported more than once (run-tests.sh ran pytest twice) keeps its worst outcome.
-    """
-    results: dict[str, str] = {}
-    in_summary = False
-    for raw in output.splitlines():
-        line = ANSI.sub("", raw).rstrip("\r").strip()
-        if SUMMARY_HEADER.match(line):
-            in_summary = True
-            continue
-        if not in_summary:
-            continue
-        if line.startswith("=="):  # the closing `=== 3 passed in 0.1s ===` line ends the section
-            in_summary = False
-            continue
-        if match := RESULT_LINE.match(line):
-            status, test_id = match.group(1).lower(), match.group(2)
-        elif match := SKIPPED_LINE.match(line):
-            status, test_id = "skipped", match.group(1)
-        else:
-            continue  # a wrapped message line, or text that is not a result
-        if test_id not in results or status not in PASSING:
-            results[test_id] = status
-    return results
-
-
-def grade_tests(tests: dict[str, str], exit_code: int) -> Grade:
-    failing = sorted(t for t, s in tests.items() if s not in PASSING)
+def grade_tests(tests: dict[str, str], exit_code: int | None = None) -> Grade:
+    """Resolved when every parsed test passed (officially also when none was parsed after a summary header)."""
+    failing = sorted(t for t, s in tests.items() if s not in ("passed", "xfail", "skipped"))
     details: dict[str, Any] = {"tests": tests, "test_exit_code": exit_code}
-    if not tests:
-        return Grade(passed=False, reward=0.0, details=details,
-                     message="no pytest -rA short test summary in the test output; see verifier.log")
-    passed = not failing
+    passed = resolved(tests)
     message = f"{len(tests) - len(failing)}/{len(tests)} tests passed" + ("" if passed else f"; not passing: {', '.join(failing)}")
     return Grade(passed=passed, reward=1.0 if passed else 0.0, message=message, details=details)
 
 
-# -- task directories ----------------------------------------------------------------------
-@dataclass
-class Container:
-    """What the task's Dockerfile or docker-compose.yaml says about its one container."""
-
-    build_context: Path | None = None
-    image: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    workdir: str | None = None
+def failed(message: str, failure_mode: str, **details: Any) -> Grade:
+    return Grade(passed=False, reward=0.0, message=message, details={"failure_mode": failure_mode, **details})
 
 
-def read_yaml(path: Path) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from exc
-
-
-def substitute(value: str) -> str | None:
-    """The value with the harness's ${T_BENCH_...} variables filled in; None if others remain."""
-    for name, replacement in HARNESS_VARS.items():
-        value = value.replace(f"${{{name}}}", replacement)
-    return None if "${" in value else value
-
-
-def compose_env(raw: Any) -> dict[str, str]:
-    """A service's `environment` (list of KEY=VALUE or mapping); a bare KEY (taken from the host) is skipped."""
-    items = raw.items() if isinstance(raw, dict) else (str(e).split("=", 1) for e in raw or [] if "=" in str(e))
-    env = {}
-    for key, value in items:
-        resolved = substitute(str(value)) if value is not None else None
-        if resolved is not None:
-            env[str(key)] = resolved
-    return env
-
-
-def read_container(task_dir: Path) -> Container:
-    compose = next((task_dir / n for n in COMPOSE_FILES if (task_dir / n).is_file()), None)
-    if compose is None:
-        if (task_dir / "Dockerfile").is_file():
-            return Container(build_context=task_dir)
-        raise UserError(f"Terminal-Bench task '{task_dir.name}' has neither a Dockerfile nor a docker-compose.yaml")
-    data = read_yaml(compose)
-    services = data.get("services") if isinstance(data, dict) else None
-    if not isinstance(services, dict) or not services:
-        raise UserError(f"{compose}: no services; a Terminal-Bench task needs a `client` service")
-    if len(services) > 1:
-        raise UserError(f"{compose}: services {', '.join(services)}; only a single client service is supported, "
-                        f"leave task '{task_dir.name}' out of the selection (sample_ids or filter)")
-    service = next(iter(services.values())) or {}
-    container = Container(env=compose_env(service.get("environment")))
-    build = service.get("build")
-    if build is not None:
-        spec = {"context": build} if isinstance(build, str) else dict(build)
-        context = (task_dir / str(spec.get("context") or ".")).resolve()
-        dockerfile = str(spec.get("dockerfile") or "Dockerfile")
-        # Providers build `<context>/Dockerfile`; another file name would be silently ignored.
-        if dockerfile != "Dockerfile" or not (context / dockerfile).is_file():
-            raise UserError(f"{compose}: the client service must build from a file named Dockerfile in its context "
-                            f"(got context {spec.get('context') or '.'!r}, dockerfile {dockerfile!r})")
-        container.build_context = context
-    image = substitute(str(service.get("image") or ""))
-    if build is None:
-        if not image:
-            raise UserError(f"{compose}: the client service has neither build nor a literal image")
-        container.image = image
-    working_dir = substitute(str(service.get("working_dir") or ""))
-    container.workdir = working_dir or None
-    return container
-
-
-def dockerfile_workdir(context: Path | None) -> str | None:
-    """The last absolute WORKDIR of the Dockerfile: where the original's shell starts."""
-    if context is None:
+def last_stage_workdir(context: Path | None) -> str | None:
+    """The last absolute WORKDIR of the Dockerfile's last stage (None when it inherits one)."""
+    if context is None or not (context / "Dockerfile").is_file():
         return None
-    found = re.findall(r"^\s*WORKDIR\s+(/\S*)\s*$", (context / "Dockerfile").read_text(errors="replace"), re.MULTILINE | re.IGNORECASE)
+    text = (context / "Dockerfile").read_text(errors="replace")
+    last_stage = re.split(r"^\s*FROM\s", text, flags=re.MULTILINE | re.IGNORECASE)[-1]
+    found = re.findall(r"^\s*WORKDIR\s+(/\S*)\s*$", last_stage, re.MULTILINE | re.IGNORECASE)
     return found[-1] if found and "$" not in found[-1] else None
 
 
-def solution_commands(path: Path) -> list[str]:
-    """solution.yaml: a list of commands, each a string or {command: ...} (timeouts and keystroke flags are tmux-only)."""
+def solution_keystrokes(path: Path) -> list[Keystrokes]:
+    """solution.yaml: a list of commands, each a string or a mapping (command, block, append_enter, timeouts)."""
     data = read_yaml(path)
-    entries = data if isinstance(data, list) else None
-    commands = [e if isinstance(e, str) else e.get("command") if isinstance(e, dict) else None for e in entries or []]
-    if not commands or not all(isinstance(c, str) for c in commands):
-        raise UserError(f"{path}: expected a list of commands (strings or mappings with a `command` key)")
-    return commands
+    if not isinstance(data, list) or not data:
+        raise ValueError("expected a list of commands")
+    return [Keystrokes.parse(entry) for entry in data]
 
 
 def instruction_of(meta: dict[str, Any]) -> str:
@@ -190,7 +80,15 @@ def instruction_of(meta: dict[str, Any]) -> str:
     return ""
 
 
+def uses_terminal(task: Task, sandbox: "Sandbox") -> bool:
+    """Shells are tmux sessions where the image has tmux (every official image does); never on the host."""
+    return not task.runs_on_host and has_tmux(sandbox)
+
+
 class TerminalBenchFormat:
+    # An agent that crashed (a model error, a context overflow) is still graded, as officially.
+    grades_after_agent_error = True
+
     Params = SelectionParams
 
     def __init__(self, recipe: Recipe) -> None:
@@ -211,26 +109,33 @@ class TerminalBenchFormat:
         meta = read_yaml(task_dir / "task.yaml")
         if not isinstance(meta, dict):
             raise UserError(f"{task_dir / 'task.yaml'}: expected a mapping with an `instruction`")
-        container = read_container(task_dir)
-        solution_yaml = task_dir / "solution.yaml"
+        parser = str(meta.get("parser_name") or "pytest")
+        if parser not in PARSERS:
+            raise UserError(f"{task_dir / 'task.yaml'}: parser_name {parser!r} is not one of {', '.join(PARSERS)}")
+        services = read_services(task_dir)
+        client = services.pop(CLIENT)
+        has_compose = any((task_dir / name).is_file() for name in COMPOSE_FILES)
+        # Officially the container's WorkingDir: compose's working_dir, else the image's own ("" asks
+        # the provider for it). The host has no image: the Dockerfile's WORKDIR, else /app.
+        workdir = recipe.workdir or client.workdir or (
+            (last_stage_workdir(client.build_context) or HOST_WORKDIR) if recipe.runs_on_host else "")
         return Task(
             id=task_dir.name,
             instruction=render_instruction(recipe, instruction=instruction_of(meta), task_id=task_dir.name),
-            workdir=recipe.workdir or container.workdir or dockerfile_workdir(container.build_context) or DEFAULT_WORKDIR,
-            image=(recipe.image.format(task_id=task_dir.name) if recipe.image else None) or container.image,
-            build_context=None if recipe.image else container.build_context,
+            workdir=workdir,
+            image=(recipe.image.format(task_id=task_dir.name) if recipe.image else None) or client.image,
+            build_context=None if recipe.image else client.build_context,
             runs_on_host=recipe.runs_on_host,
-            env={"TEST_DIR": TEST_DIR, **container.env, **recipe.env},
-            cpus=recipe.resources.cpus,
-            memory_mb=recipe.resources.memory_mb,
+            env={**client.env, **recipe.env},
+            cpus=recipe.resources.cpus or client.cpus,
+            memory_mb=recipe.resources.memory_mb or client.memory_mb,
             allow_internet=recipe.allow_internet if recipe.allow_internet is not None else True,
             agent_timeout_s=recipe.timeouts.agent or meta.get("max_agent_timeout_sec") or DEFAULT_AGENT_TIMEOUT,
             verify_timeout_s=recipe.timeouts.verify or meta.get("max_test_timeout_sec") or DEFAULT_TEST_TIMEOUT,
             build_timeout_s=recipe.timeouts.build,
-            data={
-                "dir": str(task_dir),
-                "solution_commands": solution_commands(solution_yaml) if solution_yaml.is_file() else None,
-            },
+            # The compose file's services and container details (docker); none for a bare Dockerfile.
+            compose=ComposeSpec(client=client, services=list(services.values())) if has_compose else None,
+            data={"dir": str(task_dir), "parser": parser, "same_shell": bool(meta.get("run_tests_in_same_shell"))},
         )
 
     # -- trial phases --------------------------------------------------------------------
@@ -238,28 +143,98 @@ class TerminalBenchFormat:
         """Nothing to do: the task's image holds its starting state."""
 
     def solve(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> AgentOutcome:
-        script = Path(task.data["dir"]) / "solution.sh"
-        commands = task.data.get("solution_commands")
-        if commands:
-            # One shell for all commands, as the original types them into one tmux session.
-            script = trial.write("solution.sh", "\n".join(commands) + "\n")
-        elif not script.is_file():
-            raise VerifierError(f"task '{task.id}' has neither solution.sh nor solution.yaml for the oracle")
+        """The oracle, as officially: solution.sh when there is one, else solution.yaml's keystrokes."""
+        task_dir = Path(task.data["dir"])
+        script = task_dir / "solution.sh"
+        keystrokes = None
+        if not script.is_file():
+            if not (task_dir / "solution.yaml").is_file():
+                raise VerifierError(f"task '{task.id}' has neither solution.sh nor solution.yaml for the oracle")
+            try:
+                keystrokes = solution_keystrokes(task_dir / "solution.yaml")
+            except ValueError as exc:
+                raise VerifierError(f"task '{task.id}': solution.yaml: {exc}") from exc
+        if not uses_terminal(task, sandbox):
+            return self._solve_without_terminal(task, sandbox, trial, script, keystrokes)
+        session = TmuxSession(sandbox, "agent")  # the container's configured user, as officially
+        session.start()
+        deadline = time.monotonic() + (task.agent_timeout_s or DEFAULT_AGENT_TIMEOUT)
+        status = "completed"
+        try:
+            if keystrokes is None:
+                sandbox.upload(script, f"{ORACLE_DIR}/solution.sh")
+                session.send_keys([f"bash {ORACLE_DIR}/solution.sh", "Enter"], block=True,
+                                  max_timeout_sec=deadline - time.monotonic())
+            for entry in keystrokes or []:
+                if time.monotonic() > deadline:
+                    raise SessionTimeout("agent timeout")
+                entry.max_timeout_sec = min(entry.max_timeout_sec, deadline - time.monotonic())
+                session.type_command(entry)
+        except SessionTimeout:
+            status = "timeout"
+        trial.write("agent.log", session.capture())
+        return AgentOutcome(exit_status=status)
+
+    def _solve_without_terminal(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", script: Path,
+                                keystrokes: list[Keystrokes] | None) -> AgentOutcome:
+        """No tmux in the image: the commands typed with Enter run as one bash script; bare keys are not sent."""
+        if keystrokes is not None:
+            script = trial.write("solution.sh", "".join(k.command + "\n" for k in keystrokes if k.append_enter))
         sandbox.upload(script, f"{ORACLE_DIR}/solution.sh")
         return run_solution(task, sandbox, trial, f"bash {ORACLE_DIR}/solution.sh")
 
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade:
+        grade = self._grade(task, sandbox, trial)
+        if outcome.exit_status.endswith("_error"):  # the agent crashed: say so beside the verdict
+            grade.details["agent_error"] = outcome.message
+        return grade
+
+    def _grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> Grade:
         task_dir = Path(task.data["dir"])
+        run_tests = task_dir / "run-tests.sh"
+        if not run_tests.is_file():  # officially the copy fails and the trial is unresolved
+            return failed(f"task '{task.id}' has no run-tests.sh", "no_run_tests")
         if (task_dir / "tests").is_dir():
             sandbox.upload(task_dir / "tests", TEST_DIR)
-        run_tests = task_dir / "run-tests.sh"
-        if not run_tests.is_file():
-            run_tests = trial.write("run-tests.sh", DEFAULT_RUN_TESTS)
         sandbox.upload(run_tests, f"{TEST_DIR}/run-tests.sh")
-        # 2>&1: the original reads one terminal, where both streams interleave.
-        result = sandbox.exec(f"bash {TEST_DIR}/run-tests.sh 2>&1", env={"TEST_DIR": TEST_DIR}, timeout=task.verify_timeout_s)
-        trial.write("verifier.log", result.stdout + result.stderr)
-        if result.timed_out:
-            return Grade(passed=False, reward=0.0, message=f"tests timed out after {task.verify_timeout_s:.0f}s",
-                         details={"failure_mode": "test_timeout"})
-        return grade_tests(parse_pytest_summary(result.stdout + result.stderr), result.exit_code)
+        same_shell = task.data.get("same_shell", False)
+        if uses_terminal(task, sandbox):
+            output, timed_out, exit_code = *self._test_in_tmux(task, sandbox, same_shell), None
+        else:
+            output, timed_out, exit_code = self._test_with_exec(task, sandbox, trial, same_shell)
+        trial.write("verifier.log", output)
+        if timed_out:  # officially a test timeout is not parsed
+            return failed(f"tests timed out after {task.verify_timeout_s:.0f}s", "test_timeout")
+        try:
+            tests = parse_test_output(task.data.get("parser", "pytest"), output)
+        except ParseError as exc:
+            return failed(f"{exc}; see verifier.log", "parse_error", test_exit_code=exit_code)
+        return grade_tests(tests, exit_code)
+
+    def _test_in_tmux(self, task: Task, sandbox: "Sandbox", same_shell: bool) -> tuple[str, bool]:
+        """run-tests.sh typed into a root tmux session (the agent's own with same_shell): (pane, timed out)."""
+        session = TmuxSession(sandbox, "agent") if same_shell else TmuxSession(sandbox, "tests", user="root")
+        if not same_shell or sandbox.exec("tmux has-session -t agent").exit_code != 0:
+            session.start()
+        try:
+            session.send_keys([f"bash {TEST_DIR}/run-tests.sh", "Enter"], block=True,
+                              max_timeout_sec=task.verify_timeout_s or DEFAULT_TEST_TIMEOUT)
+        except SessionTimeout:
+            return session.capture(), True
+        return session.capture(), False
+
+    def _test_with_exec(self, task: Task, sandbox: "Sandbox", trial: "TrialContext",
+                        same_shell: bool) -> tuple[str, bool, int]:
+        """run-tests.sh with its output in a file, of which the last 50,000 lines are read back."""
+        result = sandbox.exec(f"bash {TEST_DIR}/run-tests.sh > {TEST_LOG} 2>&1", env={**TERMINAL_ENV},
+                              timeout=task.verify_timeout_s, user=None if same_shell else "root")
+        sandbox.exec(f"tail -n {KEPT_LINES} {TEST_LOG} > {TEST_LOG}.tail", user="root", timeout=120)
+        local = trial.dir / "verifier.tail"
+        try:
+            sandbox.download(f"{TEST_LOG}.tail", local)
+            output = local.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            output = result.stdout + result.stderr
+        finally:
+            local.unlink(missing_ok=True)
+        return output, result.timed_out, result.exit_code

@@ -9,6 +9,7 @@ imported inside the methods that use it, never when the CLI starts.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import os
@@ -26,7 +27,10 @@ from agentcompass.providers.remote import (
     EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed, is_leftover, one_line,
     process_owner, read_frames, upload_archive,
 )
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
+from agentcompass.providers.docker_build import BUILDS, BuildRequest, build_image
+from agentcompass.providers.docker_compose import (cleanup_networks, create_network, create_options, host_options,
+                                                   networking, remove_services, start_services, volume_names)
+from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ContainerSpec, ExecResult, SandboxSpec, cap_output
 from agentcompass.schema import Positive, PositiveInt, Strict
 
 if TYPE_CHECKING:
@@ -58,6 +62,7 @@ class DockerProvider:
         output_cap_bytes: PositiveInt = DEFAULT_OUTPUT_CAP  # kept per stream and exec; the rest is dropped and marked
         pull_timeout_s: Positive = 1800.0
         build_timeout_s: Positive = 1800.0
+        buildkit: bool = True  # build with BuildKit through the docker CLI when one can; else the legacy builder
         api_timeout_s: Positive = 300.0  # one engine API call (create, upload, remove, ...)
         max_connections: PositiveInt = 64  # HTTP connections to the engine: one per exec in flight
 
@@ -133,6 +138,8 @@ class DockerProvider:
         import docker
 
         image, own = self._image_for(spec)
+        client = spec.compose.client if spec.compose else None
+        services = self._start_services(spec) if spec.compose else []
         settings = self.settings
         cpus = settings.cpus or spec.cpus
         if cpus and self._engine_cpus:
@@ -140,14 +147,19 @@ class DockerProvider:
         memory_mb = settings.memory_mb or spec.memory_mb
         api = self.client.api
         host_config = api.create_host_config(
-            network_mode=settings.network if spec.allow_internet else "none",
+            network_mode=(client.network_mode or spec.name) if client else settings.network if spec.allow_internet else "none",
             nano_cpus=int(cpus * 1e9) if cpus else None,
             mem_limit=f"{memory_mb}m" if memory_mb else None,
             init=settings.init,
+            **(host_options(client, spec.name) if client else {}),
         )
-        create = dict(image=image, command=KEEP_ALIVE, entrypoint=["/bin/sh"], working_dir=spec.workdir,
+        create = dict(image=image, command=KEEP_ALIVE, entrypoint=["/bin/sh"], working_dir=spec.workdir or None,
                       environment=spec.env, labels={**spec.labels, OWNER_LABEL: self._owner}, name=spec.name,
                       host_config=host_config, detach=True)
+        if client:  # a compose service keeps its own entrypoint and command: they may start what the task needs
+            create.update(create_options(client))
+            if not client.network_mode:
+                create["networking_config"] = networking(api, spec.name, client.name)
         try:
             try:
                 created = api.create_container(**create)
@@ -157,8 +169,15 @@ class DockerProvider:
                 self._remove_leftover(spec)
                 created = api.create_container(**create)
         except docker.errors.APIError as exc:
+            if spec.compose:
+                remove_services(api, spec.name, services, volume_names(spec))
             raise InfraError(f"cannot create container {spec.name} from {image}: {one_line(exc.explanation or exc)}") from exc
-        sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own)
+        if not spec.workdir:  # the image's own WorkingDir, `/` when it sets none (as `docker run` does)
+            spec = dataclasses.replace(spec, workdir=api.inspect_image(image)["Config"].get("WorkingDir") or "/")
+        if spec.compose:
+            sandbox: DockerSandbox = ComposeSandbox(self.client, created["Id"], spec, settings, services, has_task_image=own)
+        else:
+            sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own)
         try:
             api.start(created["Id"])
         except docker.errors.APIError as exc:
@@ -194,6 +213,7 @@ class DockerProvider:
                 removed += 1
             except docker.errors.NotFound:
                 continue
+        cleanup_networks(self.client, labels)  # compose tasks' networks and volumes
         return removed
 
     # -- images --------------------------------------------------------------------------
@@ -207,7 +227,26 @@ class DockerProvider:
             return spec.image, True
         if spec.build_context is None:
             raise InfraError(f"sandbox {spec.name} has no image and no Dockerfile to build")
+        client = spec.compose.client if spec.compose else None
+        if client:
+            return self._build(spec.build_context, spec.log_dir, client.dockerfile, client.build_args), True
         return self._build(spec.build_context, spec.log_dir), True
+
+    def service_image(self, service: ContainerSpec, log_dir: Path | None) -> str:
+        """A compose service's image: pulled, or built (its log is build-SERVICE.log)."""
+        if service.build_context is None:
+            self._pull(str(service.image))
+            return str(service.image)
+        return self._build(service.build_context, log_dir, service.dockerfile, service.build_args,
+                           log_name=f"build-{service.name}.log")
+
+    def _start_services(self, spec: SandboxSpec) -> list[str]:
+        create_network(self.client.api, spec)
+        try:
+            return start_services(self, spec)
+        except BaseException:
+            remove_services(self.client.api, spec.name, [], volume_names(spec))
+            raise
 
     def _pull(self, image: str) -> None:
         import docker
@@ -227,56 +266,47 @@ class DockerProvider:
                 raise InfraError(pull_failure(image, exc)) from exc
             self._ready.add(image)
 
-    def _build(self, context: Path, log_dir: Path | None) -> str:
-        import docker
-
-        task = context.parent.name
+    def _build(self, context: Path, log_dir: Path | None, dockerfile: str = "Dockerfile",
+               build_args: dict[str, str] | None = None, log_name: str = "build.log") -> str:
+        # A Harbor task builds environment/, a Terminal-Bench task its own directory.
+        task = context.parent.name if context.name == "environment" else context.name
+        args = sorted((build_args or {}).items())
+        key = (context, dockerfile, tuple(args))
         with self._lock:
-            tag = self._tags.get(context)
+            tag = self._tags.get(key)
         if tag is None:
             # The base images' ids are part of the identity: a rebuilt base means a rebuilt task image.
-            identity = hashlib.sha256(f"{context_digest(context)}\n{self._base_ids(context)}".encode()).hexdigest()
+            recipe = f"{context_digest(context)}\n{self._base_ids(context / dockerfile)}\n{dockerfile}\n{args}"
+            identity = hashlib.sha256(recipe.encode()).hexdigest()
             tag = f"agentcompass-task/{repository_name(task)}:{identity[:16]}"
             with self._lock:
-                self._tags[context] = tag
-        build_log = log_dir / "build.log" if log_dir else None
+                self._tags[key] = tag
+        build_log = log_dir / log_name if log_dir else None
         # One build per tag at a time: concurrent trials of a task wait for the first to build it.
         with self._image_lock(tag):
             if self._has_image(tag):
                 if build_log:
                     build_log.write_text(f"image {tag} (cached: the task's environment did not change)\n")
                 return tag
-            deadline = time.monotonic() + self.settings.build_timeout_s
-            lines: list[str] = []
-            log = open(build_log, "w", encoding="utf-8") if build_log else io.StringIO()
-            try:
-                with log:
-                    log.write(f"building {tag} from {context}\n")
-                    stream = self.client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
-                                                   timeout=int(self.settings.build_timeout_s))
-                    for event in stream:
-                        text = event.get("stream") or event.get("status") or ""
-                        if text:
-                            log.write(text)
-                            lines.append(text)
-                        if "error" in event:
-                            log.write(f"ERROR: {event['error']}\n")
-                            raise InfraError(f"task '{task}': docker build of its environment failed: "
-                                             f"{one_line(event['error'])[:300]}; see build.log")
-                        if time.monotonic() > deadline:
-                            raise InfraError(f"task '{task}': docker build took longer than {self.settings.build_timeout_s:.0f}s; see build.log")
-            except docker.errors.DockerException as exc:
-                raise InfraError(f"task '{task}': docker build of its environment failed: {one_line(exc)[:300]}; see build.log") from exc
+            # A real file even without a log dir: the build process writes into it directly.
+            log = open(build_log, "w+", encoding="utf-8", errors="replace") if build_log else tempfile.TemporaryFile("w+")
+            with log:
+                log.write(f"building {tag} from {context}\n")
+                build_image(self.client.api, BuildRequest(context, dockerfile, args, tag, task), log,
+                            self.settings.buildkit, self.settings.build_timeout_s)
             self._ready.add(tag)
             return tag
 
+    def interrupt(self) -> None:
+        """Ctrl-C: end every image build in flight (the sandboxes are closed by the runner)."""
+        BUILDS.kill_all()
 
-    def _base_ids(self, context: Path) -> str:
+    def _base_ids(self, dockerfile: Path) -> str:
         """The local image ids of the Dockerfile's FROM images (`missing` for one the build will pull)."""
         import docker
 
         ids = []
-        for ref in from_images((context / "Dockerfile").read_text(encoding="utf-8", errors="replace")):
+        for ref in from_images(dockerfile.read_text(encoding="utf-8", errors="replace")):
             try:
                 ids.append(self.client.api.inspect_image(ref)["Id"])
             except docker.errors.ImageNotFound:
@@ -341,7 +371,8 @@ class DockerSandbox(RemoteSandbox):
 
     # -- exec ----------------------------------------------------------------------------
     def exec(
-        self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None
+        self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None,
+        user: str | None = None,
     ) -> ExecResult:
         import docker
 
@@ -352,7 +383,7 @@ class DockerSandbox(RemoteSandbox):
         try:
             exec_id = self.api.exec_create(
                 self.id, [self.settings.shell, "-c", cmd], workdir=cwd or self.spec.workdir,
-                environment={**(env or {}), EXEC_MARK: mark.partition("=")[2]},
+                environment={**(env or {}), EXEC_MARK: mark.partition("=")[2]}, user=user or "",
             )["Id"]
             sock = self.api.exec_start(exec_id, socket=True)
         except docker.errors.APIError as exc:
@@ -369,7 +400,7 @@ class DockerSandbox(RemoteSandbox):
         import docker
 
         try:
-            kill_id = self.api.exec_create(self.id, ["/bin/sh", "-c", KILL_MARKED, mark])["Id"]
+            kill_id = self.api.exec_create(self.id, ["/bin/sh", "-c", KILL_MARKED, mark], user="root")["Id"]
             self.api.exec_start(kill_id)
         except docker.errors.APIError:
             pass  # the container is gone: so is the command
@@ -454,3 +485,18 @@ class DockerSandbox(RemoteSandbox):
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
                 raise InfraError(f"cannot remove container {self.spec.name}: {one_line(exc.explanation or exc)}") from exc
+
+
+class ComposeSandbox(DockerSandbox):
+    """The client of a compose task: closing it also removes the trial's services, network and volumes."""
+
+    def __init__(self, client: "docker.DockerClient", container_id: str, spec: SandboxSpec,
+                 settings: DockerProvider.Settings, services: list[str], has_task_image: bool = True) -> None:
+        super().__init__(client, container_id, spec, settings, has_task_image)
+        self.services = services  # the other services' containers
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            remove_services(self.api, self.spec.name, self.services, volume_names(self.spec))

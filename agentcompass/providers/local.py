@@ -241,7 +241,8 @@ class LocalSandbox:
         return argv
 
     def exec(
-        self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None
+        self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None,
+        user: str | None = None,
     ) -> ExecResult:
         self._check_open()
         cwd = cwd or self.spec.workdir

@@ -148,7 +148,7 @@ class ModalProvider:
         lifetime = min(int(s.timeout_s or spec.lifetime_s or DEFAULT_LIFETIME_S), MAX_LIFETIME_S)
         name = modal_name(spec.name)
         create = dict(app=app, name=name, tags={**spec.labels, OWNER_LABEL: self._owner}, image=image,
-                      env=dict(spec.env) or None, timeout=lifetime, idle_timeout=s.idle_timeout_s, workdir=spec.workdir,
+                      env=dict(spec.env) or None, timeout=lifetime, idle_timeout=s.idle_timeout_s, workdir=spec.workdir or None,
                       cpu=s.cpus or spec.cpus, memory=s.memory_mb or spec.memory_mb, region=s.region,
                       block_network=block, client=client)
         try:
@@ -217,12 +217,13 @@ class ModalSandbox(RemoteSandbox):
 
     # -- exec ----------------------------------------------------------------------------
     def exec(
-        self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None
+        self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None,
+        user: str | None = None,
     ) -> ExecResult:
         mark = uuid.uuid4().hex
         start = time.monotonic()
         # Modal kills the command at its exec timeout; the kill below also catches what it forked.
-        process = self._start(self.settings.shell, "-c", cmd, workdir=cwd or self.spec.workdir,
+        process = self._start(self.settings.shell, "-c", cmd, workdir=cwd or self.spec.workdir or None,
                               env={**(env or {}), EXEC_MARK: mark}, timeout=math.ceil(timeout) if timeout else None)
         keep = self.settings.output_cap_bytes + 1  # one byte more than the cap, so cap_output marks the cut
         stdout, stderr = bytearray(), bytearray()
