@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import threading
 from datetime import datetime, timezone
 from math import comb
@@ -19,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agentcompass.durable import DurableAppender, fsync_dir
 from agentcompass.task import Usage
 
 
@@ -43,20 +43,29 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, fsync: bool = False) -> None:
+    """Write to a temp file beside `path`, then rename. `fsync` also makes the content durable
+    before the rename and the rename durable after it (run.json, summary.json): two fsyncs."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # One writer per (process, thread) at a time, so this name is free without mkstemp's search.
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text)
+            if fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    if fsync:
+        fsync_dir(path.parent)
 
 
 def write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """Durable: run.json, summary.json and sweep.json are rewritten rarely and must survive a crash."""
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n", fsync=True)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -76,7 +85,7 @@ class ResultsStore:
     def __init__(self, run_dir: Path) -> None:
         self.dir = run_dir
         self.trials_path = run_dir / "trials.jsonl"
-        self._lock = threading.Lock()
+        self.appender = DurableAppender(self.trials_path)
 
     def finished(self) -> dict[tuple[str, int], TrialResult]:
         results = {}
@@ -89,24 +98,30 @@ class ResultsStore:
         return self.dir / "tasks" / task_id / f"attempt-{attempt}"
 
     def fresh_trial_dir(self, task_id: str, attempt: int) -> Path:
-        """An empty dir for an attempt: leftovers of an unfinished earlier try are removed."""
+        """An empty dir for an attempt: leftovers of an unfinished earlier session are removed."""
         path = self.trial_dir(task_id, attempt)
-        if path.exists():
+        try:
+            path.mkdir(parents=True)
+        except FileExistsError:  # rare (a resumed run): only then pay for a removal
             shutil.rmtree(path)
-        path.mkdir(parents=True)
+            path.mkdir()
         return path
 
+    def keep_failed_try(self, trial_dir: Path, number: int) -> None:
+        """Move a failed try's files into `try-<number>/` of its attempt, out of the next try's way."""
+        keep = trial_dir / f"try-{number}"
+        keep.mkdir()
+        for entry in os.listdir(trial_dir):
+            if not entry.startswith("try-"):
+                os.rename(trial_dir / entry, keep / entry)
+
     def record(self, result: TrialResult) -> None:
-        line = (result.model_dump_json() + "\n").encode("utf-8")
-        write_json(self.trial_dir(result.task_id, result.attempt) / "result.json", result.model_dump(mode="json"))
-        with self._lock:
-            # One write() on an O_APPEND descriptor: the line lands whole or not at all.
-            fd = os.open(self.trials_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        """Append the result's line; returns once it is durable (fsynced), so a trial reported
+        finished survives a SIGKILL. result.json is a convenience copy, written plainly."""
+        trial_dir = self.trial_dir(result.task_id, result.attempt)
+        if trial_dir.is_dir():
+            (trial_dir / "result.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        self.appender.append((result.model_dump_json() + "\n").encode("utf-8"))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -122,6 +122,9 @@ def execute(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
         except Interrupted:
             status = "interrupted"
             raise
+        except BaseException:  # a worker failed (RunFailed) or anything else: never "completed"
+            status = "failed"
+            raise
         finally:
             summary = write_summary(run_dir, task_ids, k, prepared.task_format)
             run_info.update({"finished_at": now_iso(), "status": status})
