@@ -11,6 +11,7 @@ import resource
 import signal
 import threading
 import time
+import traceback
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,7 +142,8 @@ class Scheduler:
         except BaseException as exc:  # outside any trial: stop scheduling, end the run "failed"
             self.draining.set()
             self.failures.append(f"{type(exc).__name__}: {exc}")
-            log.exception("worker failed; no new trials are started", error=str(exc))
+            log.error("worker failed; no new trials are started", error=f"{type(exc).__name__}: {exc}")
+            log.info("worker failure", traceback=traceback.format_exc())  # log.jsonl only, not the console
         finally:
             self._worker_done()
 
