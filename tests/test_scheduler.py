@@ -70,24 +70,24 @@ class LimitsHarness(OracleHarness):
 '''
 
 EMFILE_AT_TRIAL_DIRS = '''
-import errno, os, pathlib
-_mkdir = pathlib.Path.mkdir
-STATE = pathlib.Path(os.environ["EMFILE_STATE"])
+import errno, os
+_mkdir = os.mkdir
+STATE = os.environ["EMFILE_STATE"]
 
 
-def mkdir(self, *args, **kwargs):
-    """EMFILE when creating attempt dirs: t000-t002 once, t003 always."""
-    task = self.parent.name
-    if self.name.startswith("attempt-") and task in ("t000", "t001", "t002", "t003"):
-        marker = STATE / task
-        seen = int(marker.read_text()) if marker.exists() else 0
-        marker.write_text(str(seen + 1))
+def mkdir(path, *args, **kwargs):
+    """EMFILE when creating an attempt dir: t000-t002 the first time, t003 always."""
+    name, task = os.path.basename(path), os.path.basename(os.path.dirname(path))
+    if name.startswith("attempt-") and task in ("t000", "t001", "t002", "t003") and not os.path.exists(path):
+        marker = os.path.join(STATE, task)
+        seen = int(open(marker).read()) if os.path.exists(marker) else 0
+        open(marker, "w").write(str(seen + 1))
         if task == "t003" or seen == 0:
             raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
-    return _mkdir(self, *args, **kwargs)
+    return _mkdir(path, *args, **kwargs)
 
 
-pathlib.Path.mkdir = mkdir
+os.mkdir = mkdir
 '''
 
 
