@@ -7,19 +7,22 @@ in flight, and a rerun with the same run name resumes from what is recorded.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
-import itertools
 from datetime import datetime, timezone
 from math import comb
 from pathlib import Path
 from typing import Any
 
+import structlog
 from pydantic import BaseModel, Field
 
 from agentcompass.durable import DurableAppender, fsync_dir, write_all
 from agentcompass.task import Usage
+
+log = structlog.get_logger("agentcompass")
 
 
 class TrialResult(BaseModel):
@@ -128,18 +131,19 @@ class ResultsStore:
 
     def record(self, result: TrialResult) -> None:
         """Append the result's line; returns once it is durable (fsynced), so a trial reported
-        finished survives a SIGKILL. result.json is a convenience copy, written plainly."""
+        finished survives a SIGKILL. Then result.json, a convenience copy written plainly."""
+        self.appender.append(result.model_dump_json().encode("utf-8") + b"\n")
+        path = self.trial_dir(result.task_id, result.attempt) / "result.json"
         try:
-            fd = os.open(self.trial_dir(result.task_id, result.attempt) / "result.json",
-                         os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        except FileNotFoundError:
-            pass  # the trial never got its dir (it failed before)
-        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
                 write_all(fd, result.model_dump_json(indent=2).encode("utf-8") + b"\n")
             finally:
                 os.close(fd)
-        self.appender.append(result.model_dump_json().encode("utf-8") + b"\n")
+        except FileNotFoundError:
+            pass  # the trial failed before it got its dir
+        except OSError as exc:  # the trial is recorded all the same: say so, don't fail the run
+            log.warning("cannot write result.json", path=str(path), error=str(exc))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -8,8 +8,9 @@ command 0.05 s, nothing else costs anything, so the rest is the orchestrator's o
 
 Per size it prints the command's wall time against the ideal (rounds of `concurrency` trials,
 each taking the simulated open + commands), trials/s, the peak RSS of the `agentcompass run`
-process and the per-trial overhead (a trial's time minus its open and its commands, as
-recorded in trials.jsonl). Targets: wall <= 2x ideal, peak RSS <= 300 MiB, overhead p50 <= 5 ms.
+process, the per-trial overhead (a trial's time minus its open and its commands, as recorded
+in trials.jsonl), the start-up (launch to the first trial: interpreter, composition, loading
+the tasks) and the span from the first trial's start to the last one's end. Targets: wall <= 2x ideal, peak RSS <= 300 MiB, overhead p50 <= 5 ms.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -62,33 +64,37 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="ac-scale-"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
     try:
-        make_file_tasks(work / "data", max(n for n, _ in sizes))
-        make_recipe(work / "conf", "scale", work / "data")
+        for trials, _ in sizes:  # a dataset per size: loading is part of the run, and sized with it
+            make_file_tasks(work / f"data{trials}", trials)
+            make_recipe(work / "conf", f"scale{trials}", work / f"data{trials}")
         (work / "conf" / "providers").mkdir(parents=True)
         (work / "conf" / "providers" / "sim.yaml").write_text(
             f"name: sim\nimpl: sim_provider:SimProvider\nopen_s: {args.open_s}\ncommand_s: {args.command_s}\n")
         print(f"Harbor tasks, oracle, simulated provider (open {args.open_s} s, command {args.command_s} s), "
               f"{time.strftime('%Y-%m-%d')}\n")
         print("| trials | concurrency | wall s | ideal s | wall/ideal | trials/s | peak RSS MiB "
-              "| overhead p50 ms | p90 ms |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "| overhead p50 ms | p90 ms | start-up s | trials span s |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for trials, concurrency in sizes:
             run_name = f"n{trials}-c{concurrency}"
+            launched = time.time()
             wall, rss = timed([
-                sys.executable, "-m", "agentcompass", "run", "scale", "oracle", "none", "--env", "sim",
-                "--config-dir", str(work / "conf"), "--benchmark-params", json.dumps({"limit": trials}),
-                "--task-concurrency", str(concurrency), "--results-dir", str(work / "results"),
-                "--run-name", run_name,
+                sys.executable, "-m", "agentcompass", "run", f"scale{trials}", "oracle", "none", "--env", "sim",
+                "--config-dir", str(work / "conf"), "--task-concurrency", str(concurrency),
+                "--results-dir", str(work / "results"), "--run-name", run_name,
             ], env)
-            run_dir = work / "results" / run_name / "scale__oracle__none__sim"
+            run_dir = work / "results" / run_name / f"scale{trials}__oracle__none__sim"
             rows = [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
             assert len(rows) == trials and all(r["status"] == "passed" for r in rows), "not every trial passed"
             commands = round(statistics.median(r["timings"]["commands"] for r in rows) / args.command_s)
             trial_s = args.open_s + commands * args.command_s
             ideal = math.ceil(trials / concurrency) * trial_s
+            first = min(datetime.fromisoformat(r["started_at"]).timestamp() for r in rows)
+            last = max(datetime.fromisoformat(r["finished_at"]).timestamp() for r in rows)
             overheads = [(r["timings"]["total"] - r["timings"]["open"] - r["timings"]["commands"]) * 1000 for r in rows]
             print(f"| {trials} | {concurrency} | {wall:.1f} | {ideal:.1f} | {wall / ideal:.2f} | {trials / wall:.0f} "
-                  f"| {rss / 1024:.0f} | {percentile(overheads, 0.5):.1f} | {percentile(overheads, 0.9):.1f} |",
+                  f"| {rss / 1024:.0f} | {percentile(overheads, 0.5):.1f} | {percentile(overheads, 0.9):.1f} "
+                  f"| {first - launched:.1f} | {last - first:.1f} |",
                   flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
