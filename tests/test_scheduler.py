@@ -149,6 +149,18 @@ def test_emfile_at_trial_dir_creation_is_a_recorded_infra_error(tmp_path):
     assert list((tmp_path / "ws").iterdir()) == []  # no workspace leaked
 
 
+def test_a_worker_failing_outside_any_trial_ends_the_run_failed(tmp_path):
+    argv, env, run_dir = setup(tmp_path, 4)
+    (run_dir / "trials.jsonl").mkdir(parents=True)  # every append fails: EISDIR
+    result = subprocess.run([*argv, "--task-concurrency", "2"], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: run failed: ") and "trials.jsonl" in last and "Is a directory" in last
+    assert status_of(run_dir) == "failed"
+    assert list((tmp_path / "ws").iterdir()) == []
+
+
 @pytest.mark.parametrize("signals", [[signal.SIGINT], [signal.SIGINT, signal.SIGINT], [signal.SIGHUP]])
 def test_interrupt_of_a_harness_busy_in_python_exits_in_seconds(tmp_path, signals):
     mark = tmp_path / "busy"
