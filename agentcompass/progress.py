@@ -78,7 +78,8 @@ class Progress:
             if self._bar is not None:
                 self._guarded(lambda: self._bar.update(self._task_id, completed=self.done, passed=self.passed,
                                                        errors=self.errors))
-                return
+                if result.status != "error":  # the bar counts the rest; errors get a line above it
+                    return
             status = result.status if result.status != "error" else f"error ({result.error_category})"
             reason = first_line(result.message) if result.status != "passed" else ""
             seconds = result.timings.get("total", 0.0)

@@ -164,7 +164,7 @@ class Scheduler:
     def _run_one(self, task: Task, attempt: int) -> None:
         """All tries of one attempt; records the outcome unless interrupted. The usage of failed
         tries is added to the attempt's, and their files are kept under try-<n>/."""
-        started = now_iso()
+        started, t0 = now_iso(), time.monotonic()
         spent = Usage()
         trial_dir: Path | None = None
         tries = 0
@@ -186,6 +186,7 @@ class Scheduler:
                 if not error.retryable or tries > self.retry.max_retries:
                     result = TrialResult(task_id=task.id, attempt=attempt, status="error",
                                          error_category=error.category, message=str(error), usage=spent,
+                                         timings={"total": round(time.monotonic() - t0, 4)},
                                          started_at=started, finished_at=now_iso())
                     break
                 delay = self.retry.delay(tries)
