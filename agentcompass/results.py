@@ -7,6 +7,7 @@ in flight, and a rerun with the same run name resumes from what is recorded.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -50,16 +51,17 @@ _PID = os.getpid()
 _SERIAL = itertools.count()  # next() is atomic under the GIL: each write gets its own temp name
 
 
-def write_atomic(path: Path, text: str, fsync: bool = False) -> None:
+def write_atomic(path: Path | str, text: str, fsync: bool = False) -> None:
     """Write to a temp file beside `path`, then rename. `fsync` also makes the content durable
     before the rename and the rename durable after it (run.json, summary.json): two fsyncs.
-    Plain os calls, four in all: trials write several files each, thousands at a time."""
-    tmp = path.parent / f".{path.name}.{_PID}.{next(_SERIAL)}.tmp"
+    Plain os calls on strings, four in all: trials write several files each, thousands at a time."""
+    parent, name = os.path.split(os.fspath(path))
+    tmp = os.path.join(parent, f".{name}.{_PID}.{next(_SERIAL)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     try:
         fd = os.open(tmp, flags, 0o644)
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(parent, exist_ok=True)
         fd = os.open(tmp, flags, 0o644)
     try:
         try:
@@ -70,10 +72,11 @@ def write_atomic(path: Path, text: str, fsync: bool = False) -> None:
             os.close(fd)
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
         raise
     if fsync:
-        fsync_dir(path.parent)
+        fsync_dir(parent)
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -99,6 +102,7 @@ class ResultsStore:
         self.dir = run_dir
         self.trials_path = run_dir / "trials.jsonl"
         self.appender = DurableAppender(self.trials_path)
+        self._tasks = os.path.join(run_dir, "tasks")  # strings: pathlib costs more than the file calls
 
     def finished(self) -> dict[tuple[str, int], TrialResult]:
         results = {}
@@ -112,14 +116,15 @@ class ResultsStore:
 
     def fresh_trial_dir(self, task_id: str, attempt: int) -> Path:
         """An empty dir for an attempt: leftovers of an unfinished earlier session are removed."""
-        path = self.trial_dir(task_id, attempt)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        task_dir = os.path.join(self._tasks, task_id)
+        path = os.path.join(task_dir, f"attempt-{attempt}")
+        os.makedirs(task_dir, exist_ok=True)
         try:
             os.mkdir(path)
         except FileExistsError:  # rare (a resumed run): only then pay for a removal
             shutil.rmtree(path)
             os.mkdir(path)
-        return path
+        return Path(path)
 
     def keep_failed_try(self, trial_dir: Path, number: int) -> None:
         """Move a failed try's files into `try-<number>/` of its attempt, out of the next try's way."""
@@ -131,19 +136,20 @@ class ResultsStore:
 
     def record(self, result: TrialResult) -> None:
         """Append the result's line; returns once it is durable (fsynced), so a trial reported
-        finished survives a SIGKILL. Then result.json, a convenience copy written plainly."""
-        self.appender.append(result.model_dump_json().encode("utf-8") + b"\n")
-        path = self.trial_dir(result.task_id, result.attempt) / "result.json"
+        finished survives a SIGKILL. Then result.json, the same line, written plainly."""
+        line = result.model_dump_json().encode("utf-8") + b"\n"
+        self.appender.append(line)
+        path = os.path.join(self._tasks, result.task_id, f"attempt-{result.attempt}", "result.json")
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
-                write_all(fd, result.model_dump_json(indent=2).encode("utf-8") + b"\n")
+                write_all(fd, line)
             finally:
                 os.close(fd)
         except FileNotFoundError:
             pass  # the trial failed before it got its dir
         except OSError as exc:  # the trial is recorded all the same: say so, don't fail the run
-            log.warning("cannot write result.json", path=str(path), error=str(exc))
+            log.warning("cannot write result.json", path=path, error=str(exc))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

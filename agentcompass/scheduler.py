@@ -15,6 +15,7 @@ import time
 import traceback
 from collections import deque
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -164,7 +165,7 @@ class Scheduler:
     def _run_one(self, task: Task, attempt: int) -> None:
         """All tries of one attempt; records the outcome unless interrupted. The usage of failed
         tries is added to the attempt's, and their files are kept under try-<n>/."""
-        started, t0 = now_iso(), time.monotonic()
+        started, t0 = time.time(), time.monotonic()
         spent = Usage()
         trial_dir: Path | None = None
         tries = 0
@@ -187,7 +188,7 @@ class Scheduler:
                     result = TrialResult(task_id=task.id, attempt=attempt, status="error",
                                          error_category=error.category, message=str(error), usage=spent,
                                          timings={"total": round(time.monotonic() - t0, 4)},
-                                         started_at=started, finished_at=now_iso())
+                                         started_at=iso(started), finished_at=now_iso())
                     break
                 delay = self.retry.delay(tries)
                 log.info("infra error, retrying", task=task.id, attempt=attempt, retry=tries, delay_s=round(delay, 2),
@@ -206,6 +207,11 @@ class Scheduler:
 
 
 Handler = Callable[[int, Any], None]
+
+
+def iso(timestamp: float) -> str:
+    """A time.time() as results.now_iso() would have written it then."""
+    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="milliseconds")
 
 
 def raise_interrupt(signum: int, frame: object) -> None:
