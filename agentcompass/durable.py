@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path | str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
