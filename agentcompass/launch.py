@@ -16,8 +16,9 @@ from agentcompass.config import Invocation, compose, finalize, make_hydra, publi
 from agentcompass.errors import UserError
 from agentcompass.overrides import expand, hydra_value, sweep_suffix
 from agentcompass.results import write_json
+from agentcompass.progress import silence
 from agentcompass.runner import PreparedRun, execute, prepare, print_summary, rate
-from agentcompass.scheduler import Interrupted
+from agentcompass.scheduler import Interrupted, RunFailed
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Job:
     multirun: bool
     interrupted: bool = False
     failures: list[str] = field(default_factory=list)
+    run_failures: list[str] = field(default_factory=list)
 
     def __call__(self, cfg: Any) -> None:
         from hydra.core.hydra_config import HydraConfig
@@ -50,6 +52,11 @@ class Job:
         except UserError as exc:
             self.failures.append(str(exc))
             return
+        except RunFailed as exc:
+            self.run_failures.append(f"run failed: {exc}; see log.jsonl in {prepared.run_dir}")
+            return
+        except BrokenPipeError:  # stdout closed (`| head -1`): the run is complete and recorded all the same
+            silence(sys.stdout)
         if self.multirun:
             write_sweep(prepared.run_dir.parent)
 
@@ -83,11 +90,13 @@ def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
         print_sweep(write_sweep(run_root), run_root)
     if job.failures:
         raise UserError(job.failures[0])
+    for failure in job.run_failures:
+        print(f"error: {failure}", file=sys.stderr)
     if job.interrupted:
         print("interrupted: open sandboxes closed, partial summary written; rerun with the same --run-name to resume",
               file=sys.stderr)
         return 130
-    return 0
+    return 1 if job.run_failures else 0
 
 
 def write_sweep(run_root: Path) -> list[dict[str, Any]]:

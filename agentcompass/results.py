@@ -7,20 +7,24 @@ in flight, and a rerun with the same run name resumes from what is recorded.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import shutil
 import sys
-import tempfile
-import threading
 from datetime import datetime, timezone
 from math import comb
 from pathlib import Path
 from typing import Any
 
+import structlog
 from pydantic import BaseModel, Field, ValidationError
 
+from agentcompass.durable import DurableAppender, fsync_dir, write_all
 from agentcompass.task import Usage
+
+log = structlog.get_logger("agentcompass")
 
 
 class TrialResult(BaseModel):
@@ -44,20 +48,41 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+_PID = os.getpid()
+_SERIAL = itertools.count()  # next() is atomic under the GIL: each write gets its own temp name
+
+
+def write_atomic(path: Path | str, text: str, fsync: bool = False) -> None:
+    """Write to a temp file beside `path`, then rename. `fsync` also makes the content durable
+    before the rename and the rename durable after it (run.json, summary.json): two fsyncs.
+    Plain os calls on strings, four in all: trials write several files each, thousands at a time."""
+    parent, name = os.path.split(os.fspath(path))
+    tmp = os.path.join(parent, f".{name}.{_PID}.{next(_SERIAL)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        fd = os.open(tmp, flags, 0o644)
+    except FileNotFoundError:
+        os.makedirs(parent, exist_ok=True)
+        fd = os.open(tmp, flags, 0o644)
+    try:
+        try:
+            write_all(fd, text.encode("utf-8"))
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
         raise
+    if fsync:
+        fsync_dir(parent)
 
 
 def write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """Durable: run.json, summary.json and sweep.json are rewritten rarely and must survive a crash."""
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n", fsync=True)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -132,7 +157,8 @@ class ResultsStore:
     def __init__(self, run_dir: Path) -> None:
         self.dir = run_dir
         self.trials_path = run_dir / "trials.jsonl"
-        self._lock = threading.Lock()
+        self.appender = DurableAppender(self.trials_path)
+        self._tasks = os.path.join(run_dir, "tasks")  # strings: pathlib costs more than the file calls
 
     def finished(self, warn: bool = False) -> dict[tuple[str, int], TrialResult]:
         """What trials.jsonl records; `warn` prints one line per line that is not a trial."""
@@ -152,24 +178,41 @@ class ResultsStore:
         return self.dir / "tasks" / task_id / f"attempt-{attempt}"
 
     def fresh_trial_dir(self, task_id: str, attempt: int) -> Path:
-        """An empty dir for an attempt: leftovers of an unfinished earlier try are removed."""
-        path = self.trial_dir(task_id, attempt)
-        if path.exists():
+        """An empty dir for an attempt: leftovers of an unfinished earlier session are removed."""
+        task_dir = os.path.join(self._tasks, task_id)
+        path = os.path.join(task_dir, f"attempt-{attempt}")
+        os.makedirs(task_dir, exist_ok=True)
+        try:
+            os.mkdir(path)
+        except FileExistsError:  # rare (a resumed run): only then pay for a removal
             shutil.rmtree(path)
-        path.mkdir(parents=True)
-        return path
+            os.mkdir(path)
+        return Path(path)
+
+    def keep_failed_try(self, trial_dir: Path, number: int) -> None:
+        """Move a failed try's files into `try-<number>/` of its attempt, out of the next try's way."""
+        keep = trial_dir / f"try-{number}"
+        keep.mkdir()
+        for entry in os.listdir(trial_dir):
+            if not entry.startswith("try-"):
+                os.rename(trial_dir / entry, keep / entry)
 
     def record(self, result: TrialResult) -> None:
-        line = (result.model_dump_json() + "\n").encode("utf-8")
-        write_json(self.trial_dir(result.task_id, result.attempt) / "result.json", result.model_dump(mode="json"))
-        with self._lock:
-            # One write() on an O_APPEND descriptor: the line lands whole or not at all.
-            fd = os.open(self.trials_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        """Append the result's line; returns once it is durable (fsynced), so a trial reported
+        finished survives a SIGKILL. Then result.json, the same line, written plainly."""
+        line = result.model_dump_json().encode("utf-8") + b"\n"
+        self.appender.append(line)
+        path = os.path.join(self._tasks, result.task_id, f"attempt-{result.attempt}", "result.json")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
-                os.write(fd, line)
-                os.fsync(fd)
+                write_all(fd, line)
             finally:
                 os.close(fd)
+        except FileNotFoundError:
+            pass  # the trial failed before it got its dir
+        except OSError as exc:  # the trial is recorded all the same: say so, don't fail the run
+            log.warning("cannot write result.json", path=path, error=str(exc))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -194,6 +194,9 @@ def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
         except Interrupted:
             status = "interrupted"
             raise
+        except BaseException:  # a worker failed (RunFailed) or anything else: never "completed"
+            status = "failed"
+            raise
         finally:
             session["status"] = status
             run_info.update({"finished_at": now_iso(), "status": status})

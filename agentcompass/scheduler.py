@@ -1,34 +1,64 @@
-"""Runs the pending attempts: bounded concurrency, infra retries, resume, interrupt."""
+"""Runs the pending attempts: bounded concurrency, infra retries, resume, interrupt.
+
+One plain thread per concurrent trial pulls (task, attempt) pairs off a shared queue until
+it is empty; the main thread only waits, so it stays free to take Ctrl-C.
+"""
 
 from __future__ import annotations
 
+import random
+import resource
 import signal
+import sys
 import threading
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+import time
+import traceback
+from collections import deque
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
 
 import structlog
-import tenacity
 
 from agentcompass.errors import InfraError, TrialError
-from agentcompass.progress import Progress
+from agentcompass.progress import Progress, first_line
 from agentcompass.results import ResultsStore, TrialResult, now_iso
 from agentcompass.task import Task, Usage
 from agentcompass.trial import TrialRunner
 
 log = structlog.get_logger("agentcompass")
+GRACE_S = 5.0  # after Ctrl-C (and closing every sandbox), how long in-flight workers get to wind down
+FDS_PER_TRIAL = 4  # about what a trial holds open at once (pipes, sockets, files), for the limit check
+# Every thread waiting for the GIL wakes once per switch interval (5 ms by default): with
+# hundreds of trials waking together that is most of the run's CPU (futex calls). Trials give
+# the GIL up at every sandbox call anyway, so a longer interval costs them nothing.
+SWITCH_INTERVAL_S = 0.05
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM, after cleaning up: sandboxes closed, finished trials kept.
+    """Ctrl-C, SIGTERM or SIGHUP, after cleaning up: sandboxes closed, finished trials kept.
 
     A KeyboardInterrupt, so no `except Exception` on the way up swallows it."""
+
+
+class RunFailed(Exception):
+    """A worker failed outside any trial (trials.jsonl unwritable, a bug): the run stopped
+    scheduling, let the trials in flight finish, and ends "failed"."""
 
 
 @dataclass
 class RetryPolicy:
     max_retries: int
-    backoff_s: float  # the first retry waits this long, each later one twice the one before
+    backoff_s: float  # the first retry waits about this long, each later one about twice the one before
+    max_backoff_s: float = 60.0
+
+    def delay(self, retry: int) -> float:
+        """Exponential, capped, with equal jitter: half the step fixed, half random, so trials
+        that failed together (an outage) do not all retry in the same instant."""
+        step = min(self.max_backoff_s, self.backoff_s * 2 ** (retry - 1))
+        return step / 2 + random.uniform(0, step / 2)
 
 
 class Scheduler:
@@ -45,89 +75,178 @@ class Scheduler:
         self.concurrency = concurrency
         self.retry = retry
         self.progress = progress
-        self.stopping = threading.Event()
+        self.stopping = threading.Event()  # interrupted: nothing more is started or recorded
+        self.draining = threading.Event()  # a worker failed: nothing more is started
+        self.failures: list[str] = []
+        self._lock = threading.Lock()
+        self._running = 0
+        self._all_done = threading.Event()
 
     def run(self, pending: list[tuple[Task, int]]) -> None:
-        """Run every (task, attempt); raises Interrupted after cleaning up on Ctrl-C/SIGTERM."""
-        previous = install_sigterm()
-        queue = list(reversed(pending))
-        in_flight: set[Future[None]] = set()
-        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="trial")
+        """Run every (task, attempt). Raises Interrupted after cleaning up on Ctrl-C/SIGTERM/SIGHUP,
+        RunFailed when a worker failed outside a trial."""
+        queue = deque(pending)
+        workers = min(self.concurrency, len(pending))
+        if workers == 0:
+            return
+        check_fd_limit(workers)
+        previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+        for sig in STOP_SIGNALS[1:]:
+            if previous[sig] is not signal.SIG_IGN:  # under nohup, SIGHUP stays ignored
+                install_handlers((sig,), raise_interrupt)
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         try:
-            while queue or in_flight:
-                while queue and len(in_flight) < self.concurrency:
-                    task, attempt = queue.pop()
-                    in_flight.add(pool.submit(self._run_one, task, attempt))
-                done, in_flight = wait(in_flight, timeout=0.5, return_when=FIRST_COMPLETED)
-                for future in done:
-                    future.result()  # _run_one records its own errors; this surfaces bugs only
+            self._start_workers(queue, workers)
+            while not self._all_done.wait(0.5):
+                pass
         except KeyboardInterrupt as exc:
-            self.stopping.set()
-            interrupt = getattr(self.runner.provider, "interrupt", None)
-            if callable(interrupt):
-                interrupt()  # e.g. image builds in flight, which are no sandbox yet
-            closed = self.runner.sandboxes.close_all()
-            log.warning("interrupted: stopped scheduling and closed open sandboxes", closed=closed)
-            pool.shutdown(wait=True, cancel_futures=True)
+            self._wind_down()
             raise Interrupted() from exc
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            restore_handlers(previous)
+            sys.setswitchinterval(switch_interval)
+        if self.failures:
+            raise RunFailed(self.failures[0])
 
-    def _try_once(self, task: Task, attempt: int) -> TrialResult:
-        """One try of an attempt in a fresh trial dir; anything unexpected is an infra error."""
-        trial_dir = self.store.fresh_trial_dir(task.id, attempt)
+    def _start_workers(self, queue: deque[tuple[Task, int]], count: int) -> None:
+        for i in range(count):
+            thread = threading.Thread(target=self._work, args=(queue,), name=f"trial-{i}", daemon=True)
+            with self._lock:
+                self._running += 1
+            try:
+                thread.start()
+            except RuntimeError as exc:  # the thread limit: go on with the workers that did start
+                self._worker_done()
+                if i == 0:
+                    raise RunFailed(f"cannot start a worker thread: {exc}") from exc
+                log.warning("fewer workers than --task-concurrency", started=i, error=str(exc))
+                return
+
+    def _wind_down(self) -> None:
+        """After the first interrupt: close every sandbox, then give workers GRACE_S to return.
+        A second interrupt cuts either wait short; the caller then exits at once."""
+        self.stopping.set()
+        interrupt = getattr(self.runner.provider, "interrupt", None)
+        if callable(interrupt):
+            interrupt()  # e.g. image builds in flight, which are no sandbox yet
+        hurry = threading.Event()
+        install_handlers(STOP_SIGNALS, lambda signum, frame: hurry.set())
+        closed: list[int] = []
+        closer = threading.Thread(target=lambda: closed.append(self.runner.sandboxes.close_all()), daemon=True)
+        closer.start()
+        while closer.is_alive() and not hurry.is_set():
+            closer.join(0.1)
+        deadline = time.monotonic() + GRACE_S
+        while not self._all_done.is_set() and not hurry.is_set() and time.monotonic() < deadline:
+            self._all_done.wait(0.1)
+        log.warning("interrupted: stopped scheduling and closed open sandboxes",
+                    closed=closed[0] if closed else "unknown (cut short)", workers_left=self._running)
+
+    def _work(self, queue: deque[tuple[Task, int]]) -> None:
         try:
-            return self.runner.run(task, attempt, trial_dir)
-        except TrialError:
-            raise
-        except Exception as exc:  # a bug or an unexpected failure: recorded and retried as infra
-            raise InfraError(f"{type(exc).__name__}: {exc}") from exc
+            while not (self.stopping.is_set() or self.draining.is_set()):
+                try:
+                    task, attempt = queue.popleft()
+                except IndexError:
+                    return
+                self._run_one(task, attempt)
+        except BaseException as exc:  # outside any trial: stop scheduling, end the run "failed"
+            self.draining.set()
+            self.failures.append(f"{type(exc).__name__}: {exc}")
+            log.error("worker failed; no new trials are started", error=f"{type(exc).__name__}: {exc}")
+            log.info("worker failure", traceback=traceback.format_exc())  # log.jsonl only, not the console
+        finally:
+            self._worker_done()
 
-    def _sleep(self, seconds: float) -> None:
-        """Backoff that an interrupt cuts short; the next try then stops at once."""
-        if self.stopping.wait(seconds):
-            raise InfraError("interrupted")
+    def _worker_done(self) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._running == 0:
+                self._all_done.set()
 
     def _run_one(self, task: Task, attempt: int) -> None:
+        """All tries of one attempt; records the outcome unless interrupted. The usage of failed
+        tries is added to the attempt's, and their files are kept under try-<n>/."""
+        started, t0 = time.time(), time.monotonic()
+        spent = Usage()
+        trial_dir: Path | None = None
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                if trial_dir is None:
+                    trial_dir = self.store.fresh_trial_dir(task.id, attempt)
+                else:
+                    self.store.keep_failed_try(trial_dir, tries - 1)
+                result = self.runner.run(task, attempt, trial_dir)
+                result.usage = spent + result.usage
+                break
+            except Exception as exc:  # anything unexpected in a try is an infra error, retried
+                error = exc if isinstance(exc, TrialError) else InfraError(f"{type(exc).__name__}: {exc}")
+                spent = spent + (error.usage or Usage())
+                if self.stopping.is_set():
+                    return  # interrupted trials are not recorded: a rerun runs them again
+                if not error.retryable or tries > self.retry.max_retries:
+                    result = TrialResult(task_id=task.id, attempt=attempt, status="error",
+                                         error_category=error.category, message=str(error), usage=spent,
+                                         timings={"total": round(time.monotonic() - t0, 4)},
+                                         started_at=iso(started), finished_at=now_iso())
+                    break
+                delay = self.retry.delay(tries)
+                log.info("infra error, retrying", task=task.id, attempt=attempt, retry=tries, delay_s=round(delay, 2),
+                         error=str(error))
+                self.progress.retrying(task.id, attempt, tries, self.retry.max_retries, delay, str(error))
+                if self.stopping.wait(delay):
+                    return
         if self.stopping.is_set():
             return
-        started = now_iso()
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(
-                lambda e: isinstance(e, TrialError) and e.retryable and not self.stopping.is_set()),
-            stop=tenacity.stop_after_attempt(self.retry.max_retries + 1),
-            wait=tenacity.wait_exponential(multiplier=self.retry.backoff_s),
-            sleep=self._sleep,
-            before_sleep=lambda state: log.warning(
-                "infra error, retrying", task=task.id, attempt=attempt, retry=state.attempt_number,
-                delay_s=state.upcoming_sleep, error=str(state.outcome.exception())),
-            reraise=True,
-        )
-        try:
-            result = retrying(self._try_once, task, attempt)
-        except TrialError as error:
-            if self.stopping.is_set():
-                return  # interrupted trials are not recorded: a rerun runs them again
-            result = TrialResult(task_id=task.id, attempt=attempt, status="error", error_category=error.category,
-                                 message=str(error), usage=error.usage or Usage(), started_at=started,
-                                 finished_at=now_iso())
-        if self.stopping.is_set():
-            return
-        result.retries = retrying.statistics.get("attempt_number", 1) - 1
-        self.store.record(result)
-        log.info("trial finished", task=task.id, attempt=attempt, status=result.status,
-                 category=result.error_category, message=result.message[:300], seconds=result.timings.get("total"))
+        result.retries = tries - 1
+        self.store.record(result)  # returns once the line is durable: only then is the trial finished
+        if result.status == "error":
+            log.info("trial error", task=task.id, attempt=attempt, category=result.error_category,
+                     message=first_line(result.message, 300))
         self.progress.finished(result)
 
 
-def install_sigterm() -> signal.Handlers | None:
-    """SIGTERM behaves like Ctrl-C, so a `kill` also closes every sandbox."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
+Handler = Callable[[int, Any], None]
 
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt()
 
-    return signal.signal(signal.SIGTERM, handler)  # type: ignore[return-value]
+def iso(timestamp: float) -> str:
+    """A time.time() as results.now_iso() would have written it then."""
+    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def raise_interrupt(signum: int, frame: object) -> None:
+    """SIGTERM and SIGHUP behave like Ctrl-C, so a `kill` or a closed terminal also closes every sandbox."""
+    raise KeyboardInterrupt()
+
+
+def install_handlers(signals: tuple[int, ...], handler: Handler) -> None:
+    """Set `handler` for each signal; only the main thread may (in-process callers elsewhere get none)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in signals:
+            signal.signal(sig, handler)
+
+
+def restore_handlers(previous: dict[int, Any]) -> None:
+    if threading.current_thread() is threading.main_thread():
+        for sig, handler in previous.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
+def check_fd_limit(concurrency: int) -> None:
+    """Raise the soft open-files limit to the hard one; say so when the concurrency still cannot fit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    needed = concurrency * FDS_PER_TRIAL + 64
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        log.warning(f"--task-concurrency {concurrency} needs about {needed} open files but the limit is {soft}; "
+                    f"raise it (`ulimit -n {needed}`, as root or in limits.conf) or lower the concurrency")
