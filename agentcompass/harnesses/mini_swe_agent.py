@@ -22,6 +22,7 @@ from pydantic import Field
 
 from agentcompass.errors import AgentError, InfraError, TrialError, UserError
 from agentcompass.formats.sources import cache_root
+from agentcompass.calls import CALLS_FILE
 from agentcompass.models import Meter, completion_kwargs, import_litellm, key_env_name
 from agentcompass.schema import Strict
 from agentcompass.task import AgentOutcome, Task
@@ -197,7 +198,7 @@ class MiniSweAgentHarness:
         import_minisweagent()
         kwargs = completion_kwargs(model)
         secret = kwargs.get("api_key")
-        meter = Meter(model)
+        meter = Meter(model, trial.dir / CALLS_FILE)
         wall_s = self.settings.wall_time_limit_s or task.agent_timeout_s or 0
         lm = self._model(meter, kwargs)
         env = self._environment(task, sandbox, trial, secret, wall_s)
