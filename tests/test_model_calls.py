@@ -39,3 +39,32 @@ def test_each_call_has_its_times_tokens_and_status_and_failed_ones_are_recorded(
         assert before["start"] < before["end"] <= after["start"] < after["end"]
     assert sum(c["duration_s"] for c in calls) == pytest.approx(trial["usage"]["generation_s"], abs=1e-3)
     assert trial["usage"]["model_calls"] == 2
+
+
+def test_a_tier_sweep_against_the_scripted_endpoint_reports_and_verifies(tmp_path):
+    """glm-5.2 (self-hosted, $50.7/h) over two tiers: the report splits the hourly rate over the
+    union of the recorded call intervals, and --verify recomputes it from the raw files."""
+    from conftest import run_cli
+
+    llm = FakeLLM(FIX_COMMANDS)
+    run_demo(llm, tmp_path, "glm-5.2", "-m", "model.reasoning=none,high")
+    run = tmp_path / "results" / "test"
+    proc = run_cli("report", str(run), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    intervals = sorted((c["start"], c["end"]) for p in run.glob("*/tasks/*/attempt-1/model_calls.jsonl")
+                       for c in map(json.loads, p.read_text().splitlines()))
+    assert len(intervals) == 6  # two jobs of three calls
+    union, reach = 0.0, float("-inf")  # the jobs ran one after the other: the union is the plain sum
+    for start, end in intervals:
+        union += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    report = json.loads((run / "report" / "report.json").read_text())
+    total = sum(float(s["total_cost_usd"]) for s in report["setups"])
+    assert total == pytest.approx(50.7 * union / 3600, abs=2e-6)
+    assert {s["reasoning"] for s in report["setups"]} == {"none", "high"}
+    # Alone on the endpoint, each trial's share is its sole cost (rounded up to the micro-dollar).
+    for t in report["trials"]:
+        assert t["cost_basis"] == "hourly split"
+        assert 0 <= float(t["sole_cost_usd"]) - float(t["cost_usd"]) <= 1e-6, t
+    verified = run_cli("report", str(run), "--verify", cwd=tmp_path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
