@@ -180,6 +180,13 @@ def demo(tmp_path_factory):
     return tmp / "results" / "both"
 
 
+def test_the_run_summary_marks_cost_per_solved_task_as_an_estimate(cli, tmp_path):
+    proc = cli("run", "demo", "oracle", "none", "--run-name", "est", "--results-dir", str(tmp_path / "results"),
+               "--benchmark-params", '{"limit": 1}', cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "cost/solved $0.0000 (estimate: see agentcompass report)" in proc.stdout
+
+
 def test_demo_report_then_verify(cli, demo):
     summary = rows(demo / "report" / "summary.csv")
     oracle, nop = summary["demo__oracle__none__local"], summary["demo__nop__none__local"]
