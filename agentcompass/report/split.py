@@ -5,8 +5,9 @@ shared equally by the trials generating then. With an hourly rate the endpoint c
 rate while at least one trial generates; with a bill, each billing bucket's cost is spread
 over the union of generation time inside the bucket, so the split adds up to the bill.
 A trial's `sole` cost is what its own generation time would cost alone; the split never
-exceeds it (sole is rounded up). All arithmetic is exact (fractions), and money is apportioned in micro-dollars
-by largest remainder, so the totals reconcile with the bill to the micro-dollar.
+exceeds it (sole is rounded up). Times are whole microseconds (as model_calls.jsonl records
+them) and shares exact fractions; money is apportioned in micro-dollars by largest remainder,
+so the totals reconcile with the bill to the micro-dollar.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from fractions import Fraction
 from typing import Hashable, Iterable, Iterator
 
 MICRO = Decimal("0.000001")
+US = 1_000_000  # microseconds per second
 Interval = tuple[float, float]  # (start, end), epoch seconds
 
 
@@ -40,10 +42,38 @@ class Split:
     buckets: list[dict[str, object]] = field(default_factory=list)
 
 
-def merged(intervals: Iterable[Interval]) -> list[tuple[Fraction, Fraction]]:
+class Tally:
+    """Generation time in one pricing span: the union, and per trial its own time and its
+    time by how many trials shared it (integers, so the hot loop never builds fractions)."""
+
+    def __init__(self) -> None:
+        self.union = 0
+        self.own: dict[Hashable, int] = {}
+        self.by_count: dict[Hashable, dict[int, int]] = {}
+
+    def add(self, length: int, active: list[Hashable]) -> None:
+        self.union += length
+        count = len(active)
+        for key in active:
+            self.own[key] = self.own.get(key, 0) + length
+            shared = self.by_count.setdefault(key, {})
+            shared[count] = shared.get(count, 0) + length
+
+    def share(self, key: Hashable) -> Fraction:
+        """The trial's share of the union, in microseconds: each piece divided by its sharers."""
+        return sum((Fraction(length, count) for count, length in self.by_count.get(key, {}).items()), Fraction(0))
+
+
+def micros(seconds: float) -> int:
+    return round(seconds * US)
+
+
+def merged(intervals: Iterable[Interval]) -> list[tuple[int, int]]:
     """A trial's intervals as disjoint sorted ones (a trial counts once however it overlaps itself)."""
-    out: list[list[Fraction]] = []
-    for start, end in sorted((Fraction(s), Fraction(e)) for s, e in intervals if e > s):
+    out: list[list[int]] = []
+    for start, end in sorted((micros(s), micros(e)) for s, e in intervals):
+        if end <= start:
+            continue
         if out and start <= out[-1][1]:
             out[-1][1] = max(out[-1][1], end)
         else:
@@ -51,17 +81,17 @@ def merged(intervals: Iterable[Interval]) -> list[tuple[Fraction, Fraction]]:
     return [(s, e) for s, e in out]
 
 
-def segments(trials: dict[Hashable, list[tuple[Fraction, Fraction]]],
-             cuts: Iterable[Fraction] = ()) -> Iterator[tuple[Fraction, Fraction, list[Hashable]]]:
+def segments(trials: dict[Hashable, list[tuple[int, int]]],
+             cuts: Iterable[int] = ()) -> Iterator[tuple[int, int, list[Hashable]]]:
     """Consecutive pieces of time, split at every interval end and every cut, with the trials
     generating throughout each piece (only pieces where some trial generates)."""
-    events: dict[Fraction, list[tuple[int, Hashable]]] = {}
+    events: dict[int, list[tuple[int, Hashable]]] = {}
     for key, spans in trials.items():
         for start, end in spans:
             events.setdefault(start, []).append((1, key))
             events.setdefault(end, []).append((-1, key))
     for cut in cuts:
-        events.setdefault(Fraction(cut), [])
+        events.setdefault(cut, [])
     active: dict[Hashable, None] = {}  # ordered set
     times = sorted(events)
     for here, after in zip(times, times[1:] + [None]):
@@ -78,9 +108,9 @@ def segments(trials: dict[Hashable, list[tuple[Fraction, Fraction]]],
 def apportion(exact: dict[Hashable, Fraction], total: Decimal) -> dict[Hashable, Decimal]:
     """Round each exact share to micro-dollars so that they add up to `total` exactly."""
     units = int(total / MICRO)
-    floors = {k: int(v / Fraction(MICRO)) for k, v in exact.items()}  # int() of a positive Fraction floors
+    floors = {k: math.floor(v * US) for k, v in exact.items()}
     left = units - sum(floors.values())
-    by_remainder = sorted(exact, key=lambda k: exact[k] / Fraction(MICRO) - floors[k], reverse=True)
+    by_remainder = sorted(exact, key=lambda k: exact[k] * US - floors[k], reverse=True)
     for key in by_remainder[:max(0, left)]:
         floors[key] += 1
     return {k: Decimal(v) * MICRO for k, v in floors.items()}
@@ -88,68 +118,51 @@ def apportion(exact: dict[Hashable, Fraction], total: Decimal) -> dict[Hashable,
 
 def to_micro(value: Fraction, up: bool = False) -> Decimal:
     """Micro-dollars: rounded half to even, or up (a sole cost is an upper bound)."""
-    units = math.ceil(value * 10**6) if up else round(value * 10**6)
+    units = math.ceil(value * US) if up else round(value * US)
     return Decimal(units) * MICRO
 
 
 def split_hourly(intervals: dict[Hashable, list[Interval]], hourly_usd: float | Decimal) -> Split:
     """The endpoint costs `hourly_usd` while any trial generates; each instant shared equally."""
-    per_second = Fraction(Decimal(str(hourly_usd))) / 3600
+    per_us = Fraction(Decimal(str(hourly_usd))) / 3600 / US
     trials = {k: merged(v) for k, v in intervals.items()}
-    exact = {k: Fraction(0) for k in trials}
-    union = Fraction(0)
+    tally = Tally()
     for start, end, active in segments(trials):
-        union += end - start
-        for key in active:
-            exact[key] += (end - start) * per_second / len(active)
-    billed = to_micro(union * per_second)
-    sole = {k: to_micro(sum((e - s for s, e in spans), Fraction(0)) * per_second, up=True) for k, spans in trials.items()}
-    return Split(apportion(exact, billed), sole, billed, Decimal(0), 0.0)
+        tally.add(end - start, active)
+    exact = {k: tally.share(k) * per_us for k in trials}
+    sole = {k: to_micro(tally.own.get(k, 0) * per_us, up=True) for k in trials}
+    return Split(apportion(exact, to_micro(tally.union * per_us)), sole, to_micro(tally.union * per_us), Decimal(0), 0.0)
 
 
 def split_bill(intervals: dict[Hashable, list[Interval]], buckets: list[Bucket]) -> Split:
     """Each bucket's cost over the union of generation time inside it, shared by concurrency."""
     buckets = sorted(buckets, key=lambda b: b.start)
+    edges = [(micros(b.start), micros(b.end)) for b in buckets]
     trials = {k: merged(v) for k, v in intervals.items()}
-    cuts = [Fraction(c) for b in buckets for c in (b.start, b.end)]
-    # Per bucket: the union of generation time, and each trial's exact share of that time.
-    union = [Fraction(0)] * len(buckets)
-    share_s: list[dict[Hashable, Fraction]] = [{} for _ in buckets]
-    own_s: list[dict[Hashable, Fraction]] = [{} for _ in buckets]
-    uncovered = Fraction(0)
-    for start, end, active in segments(trials, cuts):
-        index = bucket_of(buckets, start, end)
-        if index is None:
+    tallies = [Tally() for _ in buckets]
+    uncovered = 0
+    index = 0
+    for start, end, active in segments(trials, [t for edge in edges for t in edge]):
+        while index < len(edges) and edges[index][1] <= start:  # pieces come in time order
+            index += 1
+        if index < len(edges) and edges[index][0] <= start and end <= edges[index][1]:
+            tallies[index].add(end - start, active)
+        else:
             uncovered += end - start
-            continue
-        union[index] += end - start
-        for key in active:
-            share_s[index][key] = share_s[index].get(key, Fraction(0)) + (end - start) / len(active)
-            own_s[index][key] = own_s[index].get(key, Fraction(0)) + (end - start)
     exact = {k: Fraction(0) for k in trials}
     sole = {k: Fraction(0) for k in trials}
     unattributed = Decimal(0)
     rows: list[dict[str, object]] = []
-    for index, bucket in enumerate(buckets):
-        cost = Fraction(bucket.cost)
-        if union[index] == 0:
+    for bucket, tally in zip(buckets, tallies):
+        if tally.union == 0:
             unattributed += bucket.cost
         else:
-            rate = cost / union[index]  # USD per second of generation in this bucket
-            for key, seconds in share_s[index].items():
-                exact[key] += seconds * rate
-            for key, seconds in own_s[index].items():
-                sole[key] += seconds * rate
+            per_us = Fraction(bucket.cost) / tally.union  # USD per microsecond of generation in this bucket
+            for key in tally.own:
+                exact[key] += tally.share(key) * per_us
+                sole[key] += tally.own[key] * per_us
         rows.append({"start": bucket.start, "end": bucket.end, "cost_usd": str(bucket.cost),
-                     "generation_union_s": float(union[index]), "trials": len(share_s[index])})
+                     "generation_union_s": tally.union / US, "trials": len(tally.own)})
     billed = sum((b.cost for b in buckets), Decimal(0))
     return Split(apportion(exact, billed - unattributed), {k: to_micro(v, up=True) for k, v in sole.items()},
-                 billed, unattributed, float(uncovered), rows)
-
-
-def bucket_of(buckets: list[Bucket], start: Fraction, end: Fraction) -> int | None:
-    """The bucket holding the piece [start, end) (pieces never straddle a bucket edge)."""
-    for index, bucket in enumerate(buckets):
-        if Fraction(bucket.start) <= start and end <= Fraction(bucket.end):
-            return index
-    return None
+                 billed, unattributed, uncovered / US, rows)
