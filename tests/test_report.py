@@ -154,6 +154,15 @@ def test_a_bill_is_split_by_concurrency_and_reconciles_to_the_cent(cli, sweep, t
     assert verified.returncode == 0, verified.stderr
 
 
+def test_a_line_that_is_not_a_trial_is_skipped_with_a_warning(cli, sweep):
+    path = sweep / "demo__mini__gpt__local" / "trials.jsonl"
+    path.write_text(path.read_text() + "null\n")
+    proc = cli("report", str(sweep), "--hourly-usd", "36")
+    assert proc.returncode == 0, proc.stderr
+    assert f"warning: {path}:3: not a trial" in proc.stderr
+    assert rows(sweep / "report" / "summary.csv")["demo__mini__gpt__local"]["attempts"] == "2"
+
+
 def test_bad_input_is_one_line_exit_2_and_nothing_written(cli, sweep, tmp_path):
     (tmp_path / "bad.json").write_text('[{"when": 1}]')
     for args in ([str(tmp_path / "nowhere")], [str(sweep), "--bill", str(tmp_path / "bad.json")],

@@ -4,6 +4,7 @@ trials.jsonl and each trial's model_calls.jsonl. The runner is never imported.""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,9 @@ def load_setup(directory: Path, name: str) -> Setup:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{directory / 'run.json'} is unreadable ({type(exc).__name__}: {exc}); "
                         "pass a results directory written by agentcompass run") from None
-    results, _problems = read_trials(directory / "trials.jsonl")
+    results, problems = read_trials(directory / "trials.jsonl")
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr, flush=True)
     for (task_id, attempt), result in sorted(results.items()):
         if attempt > setup.k:
             continue
