@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import Field
 
+from agentcompass.calls import CALLS_FILE
 from agentcompass.errors import AgentError, InfraError, TrialError, UserError
 from agentcompass.formats.sources import cache_root
-from agentcompass.calls import CALLS_FILE
 from agentcompass.models import Meter, completion_kwargs, import_litellm, key_env_name
 from agentcompass.schema import Strict
 from agentcompass.task import AgentOutcome, Task
