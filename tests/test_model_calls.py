@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from decimal import Decimal
 
 import pytest
 
@@ -65,6 +66,6 @@ def test_a_tier_sweep_against_the_scripted_endpoint_reports_and_verifies(tmp_pat
     # Alone on the endpoint, each trial's share is its sole cost (rounded up to the micro-dollar).
     for t in report["trials"]:
         assert t["cost_basis"] == "hourly split"
-        assert 0 <= float(t["sole_cost_usd"]) - float(t["cost_usd"]) <= 1e-6, t
+        assert 0 <= Decimal(t["sole_cost_usd"]) - Decimal(t["cost_usd"]) <= Decimal("0.000001"), t
     verified = run_cli("report", str(run), "--verify", cwd=tmp_path)
     assert verified.returncode == 0, verified.stdout + verified.stderr
