@@ -119,6 +119,7 @@ def write_sweep(run_root: Path) -> list[dict[str, Any]]:
             **{k: summary.get(k) for k in ("k", "tasks", "trials", "passed", "failed", "errors", "pass_at_1",
                                            "pass_at_k", "solved_tasks", "solved_rate", "cost_usd",
                                            "cost_per_solved_usd", "tokens_in", "tokens_out", "active_s")},
+            "cost_is_estimate": True,  # until `agentcompass report --bill` splits the real bill
         })
     write_json(run_root / "sweep.json", {"runs": rows})
     return rows
@@ -126,15 +127,17 @@ def write_sweep(run_root: Path) -> list[dict[str, Any]]:
 
 def print_sweep(rows: list[dict[str, Any]], run_root: Path) -> None:
     """One line per job of a sweep, then where sweep.json is."""
-    table = [("RUN", "K", "PASS@1", "PASS@K", "SOLVED", "ERRORS", "COST")]
+    table = [("RUN", "K", "PASS@1", "PASS@K", "SOLVED", "ERRORS", "COST", "COST/SOLVED*")]
     for row in rows:
         table.append((row["labels"].get("suffix") or row["dir"], str(row["k"]), rate(row["pass_at_1"]),
                       rate(row["pass_at_k"]), f"{row['solved_tasks']}/{row['tasks']}", str(row["errors"]),
-                      f"${row['cost_usd'] or 0:.4f}"))
+                      f"${row['cost_usd'] or 0:.4f}",
+                      "-" if row["cost_per_solved_usd"] is None else f"${row['cost_per_solved_usd']:.4f}"))
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     for line in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
     print(f"sweep: {run_root / 'sweep.json'}", flush=True)
+    print(f"* an estimate; split by concurrency or by the real bill: agentcompass report {run_root} [--bill FILE|modal]")
 
 
 def show_config(invocation: Invocation, multirun: bool = False) -> str:

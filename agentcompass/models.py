@@ -18,9 +18,12 @@ unreachable endpoint is one line and exit 2 instead of a run of retried trials.
 from __future__ import annotations
 
 import os
+import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentcompass.calls import CallLog
 from agentcompass.config import deep_merge
 from agentcompass.errors import UserError
 from agentcompass.task import Usage
@@ -185,8 +188,9 @@ def token_counts(response: Any) -> tuple[int, int, int]:
 class Meter:
     """One trial's model calls: tokens, time spent waiting on the endpoint, and cost."""
 
-    def __init__(self, model: "ModelConfig") -> None:
+    def __init__(self, model: "ModelConfig", calls_path: Path | None = None) -> None:
         self.model = model
+        self.calls = CallLog(calls_path) if calls_path else None  # model_calls.jsonl, for the cost report
         self.name = litellm_name(model)
         self.usage = Usage()
         self._unbilled_s = 0.0  # waiting time not yet charged at an hourly rate
@@ -207,6 +211,8 @@ class Meter:
         with self._lock:
             self.usage.generation_s += seconds
             self._unbilled_s += seconds
+            if self.calls:  # called from a `finally`: an exception in flight means the request failed
+                self.calls.ended(seconds, failed=sys.exc_info()[0] is not None)
 
     def charge(self, response: Any) -> float:
         """Count one reply; returns its cost in USD."""
@@ -221,6 +227,8 @@ class Meter:
             u.tokens_cached += cached
             u.cost_usd += cost
             u.cost_known = u.cost_known and known
+            if self.calls:
+                self.calls.priced(tokens_in, tokens_out, cached, cost if known else None)
         return cost
 
     def _price(self, response: Any, tokens_in: int, tokens_out: int, cached: int) -> tuple[float, bool]:

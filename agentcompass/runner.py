@@ -285,7 +285,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
         f"pass@1 {rate(summary['pass_at_1'])} over {summary['pass_at_1_tasks']} tasks  "
         + (f"pass@{k} {rate(summary['pass_at_k'])} over {summary['pass_at_k_tasks']} tasks  " if k > 1 else "")
         + f"tokens in/out {summary['tokens_in']}/{summary['tokens_out']}  cost {cost}"
-        + (f"  cost/solved ${per_solved:.4f}" if per_solved is not None else ""),
+        + (f"  cost/solved ${per_solved:.4f} (estimate: see agentcompass report)" if per_solved is not None else ""),
     ]
     print("\n".join(lines), file=sys.stdout, flush=True)
 

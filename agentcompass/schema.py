@@ -51,6 +51,8 @@ class Pricing(Strict):
     output_per_mtok: float | None = None
     cached_per_mtok: float | None = None
     hourly_usd: float | None = None  # self-hosted endpoints are priced by the hour
+    modal_app: str | None = None  # `agentcompass report --bill modal`: the endpoint's Modal app
+    modal_tags: dict[str, str] = Field(default_factory=dict)  # ... or the tags its billing rows carry
 
 
 class ModelConfig(Strict):

@@ -343,3 +343,41 @@ def wait_until(predicate: Any, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return predicate()
+
+
+# -- workspace billing (agentcompass report --bill modal) ------------------------------------------
+BILLING_ENV = "FAKE_MODAL_BILLING"  # a JSON list of report rows (interval_start ISO, cost text, ...)
+
+
+class Workspace:
+    def __init__(self, client: Client | None) -> None:
+        self.client = client
+        self.billing = WorkspaceBillingManager(self)
+
+    @staticmethod
+    def from_context(*, client: Client | None = None) -> "Workspace":
+        record("Workspace.from_context", client=client)
+        return Workspace(client)
+
+
+class WorkspaceBillingManager:
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    def report(self, *, start: Any, end: Any = None, resolution: str = "d",
+               tag_names: list[str] | None = None) -> list[dict[str, Any]]:
+        """The rows of FAKE_MODAL_BILLING whose interval starts in [start, end), as the SDK's items."""
+        from datetime import datetime
+        from decimal import Decimal
+
+        record("WorkspaceBillingManager.report", start=start.isoformat(), end=end and end.isoformat(),
+               resolution=resolution, tag_names=tag_names)
+        rows = json.loads(Path(os.environ[BILLING_ENV]).read_text()) if os.environ.get(BILLING_ENV) else []
+        items = []
+        for row in rows:
+            begins = datetime.fromisoformat(row["interval_start"])
+            if start <= begins and (end is None or begins < end):
+                items.append({"object_id": row.get("object_id", "ap-x"), "description": row["description"],
+                              "environment_name": "main", "interval_start": begins, "cost": Decimal(row["cost"]),
+                              "cost_by_resource": {}, "tags": dict(row.get("tags") or {})})
+        return items

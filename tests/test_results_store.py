@@ -237,12 +237,14 @@ def test_a_sweep_ends_with_a_table_and_sweep_json_has_k(cli, tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("RUN "))
-    assert lines[header].split() == ["RUN", "K", "PASS@1", "PASS@K", "SOLVED", "ERRORS", "COST"]
+    assert lines[header].split() == ["RUN", "K", "PASS@1", "PASS@K", "SOLVED", "ERRORS", "COST", "COST/SOLVED*"]
     assert lines[header + 1].split()[:5] == ["run.k=1", "1", "1.000", "1.000", "2/2"]
     assert lines[header + 2].split()[:5] == ["run.k=2", "2", "1.000", "1.000", "2/2"]
     assert lines[header + 3] == f"sweep: {tmp_path / 'r' / 'x' / 'sweep.json'}"
+    assert lines[header + 4].startswith("* an estimate; split by concurrency or by the real bill: agentcompass report")
     sweep = json.loads((tmp_path / "r" / "x" / "sweep.json").read_text())
     assert [row["k"] for row in sweep["runs"]] == [1, 2]
+    assert all(row["cost_is_estimate"] is True and "cost_per_solved_usd" in row for row in sweep["runs"])
 
 
 def test_summary_is_refreshed_while_the_run_goes_on(tmp_path):

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import Field
 
+from agentcompass.calls import CALLS_FILE
 from agentcompass.errors import AgentError, InfraError, TrialError, UserError
 from agentcompass.formats.sources import cache_root
 from agentcompass.models import Meter, completion_kwargs, import_litellm, key_hint, request_timeout
@@ -273,7 +274,7 @@ class MiniSweAgentHarness:
     ) -> AgentOutcome:
         kwargs = completion_kwargs(model)
         secret = kwargs.get("api_key")
-        meter = Meter(model)
+        meter = Meter(model, trial.dir / CALLS_FILE)
         wall_s = self.settings.wall_time_limit_s or task.agent_timeout_s or 0
         lm = self._model(meter, kwargs)
         lm.stopping, lm.timeout = trial.stopping, request_timeout(model)

@@ -1,0 +1,88 @@
+"""A self-hosted endpoint's bill as billing buckets: from a JSON/CSV file, or Modal's workspace
+billing report for the run's window (hourly resolution, filtered to the endpoint's app or tags)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Iterable
+
+from agentcompass.errors import UserError
+from agentcompass.report.split import Bucket
+
+HOUR_S = 3600.0
+RESOLUTION_S = {"h": HOUR_S, "d": 24 * HOUR_S}
+FILE_HINT = ("a bill is a .json list (or {\"buckets\": [...]}) or a .csv, each row with interval_start "
+             "(ISO time or epoch seconds) and cost, optionally interval_end (default: one hour later)")
+
+
+def key(name: str) -> str:
+    """`Interval Start` (as `modal billing report --csv` writes it) and `interval_start` alike."""
+    return name.strip().lower().replace(" ", "_")
+
+
+def seconds(value: Any) -> float:
+    if isinstance(value, (int, float)):
+        return float(value)
+    moment = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def buckets_of(rows: Iterable[dict[str, Any]], default_length_s: float = HOUR_S) -> list[Bucket]:
+    """Rows of (interval start, cost[, interval end]); rows of one interval (several objects) add up."""
+    totals: dict[tuple[float, float], Decimal] = {}
+    for row in rows:
+        row = {key(k): v for k, v in row.items()}
+        start = seconds(row["interval_start"])
+        end = seconds(row["interval_end"]) if row.get("interval_end") not in (None, "") else start + default_length_s
+        totals[(start, end)] = totals.get((start, end), Decimal(0)) + Decimal(str(row["cost"]))
+    return [Bucket(start, end, cost) for (start, end), cost in sorted(totals.items())]
+
+
+def read_bill(path: Path) -> list[Bucket]:
+    try:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix.lower() == ".csv":
+            rows: Any = list(csv.DictReader(text.splitlines()))
+        else:
+            rows = json.loads(text)
+            rows = rows.get("buckets") if isinstance(rows, dict) else rows
+        buckets = buckets_of(rows)
+    except OSError as exc:
+        raise UserError(f"--bill {path}: cannot read it ({exc.strerror}); {FILE_HINT}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, InvalidOperation) as exc:
+        raise UserError(f"--bill {path}: not a bill ({type(exc).__name__}: {exc}); {FILE_HINT}") from None
+    if not buckets:
+        raise UserError(f"--bill {path}: holds no rows; {FILE_HINT}")
+    return buckets
+
+
+def modal_bill(start: float, end: float, app_names: list[str], tags: dict[str, str],
+               token_id: str | None = None, token_secret: str | None = None) -> tuple[list[Bucket], list[dict[str, Any]]]:
+    """Modal's hourly workspace billing report for [start, end), the rows of the endpoint's app
+    (by name) or carrying the preset's tags; returns the buckets and the raw rows kept."""
+    import modal
+
+    from agentcompass.providers.modal import CREDENTIALS_HINT, modal_credentials
+
+    credentials = modal_credentials(token_id, token_secret)
+    if credentials is None:
+        raise UserError(f"--bill modal: {CREDENTIALS_HINT}")
+    hour_start = datetime.fromtimestamp(start // HOUR_S * HOUR_S, timezone.utc)
+    hour_end = datetime.fromtimestamp(-(-end // HOUR_S) * HOUR_S, timezone.utc)  # the whole last hour
+    try:
+        client = modal.Client.from_credentials(*credentials)
+        items = modal.Workspace.from_context(client=client).billing.report(
+            start=hour_start, end=hour_end, resolution="h", tag_names=sorted(tags) or None)
+    except modal.exception.AuthError as exc:
+        raise UserError(f"--bill modal: Modal rejected the credentials ({exc}); {CREDENTIALS_HINT}") from None
+    except (modal.exception.Error, OSError) as exc:
+        raise UserError(f"--bill modal: cannot get the billing report ({exc}); check the network and credentials") from None
+    kept = [item for item in items if item["description"] in app_names
+            or (tags and all(item["tags"].get(k) == v for k, v in tags.items()))]
+    rows = [{"object_id": i["object_id"], "description": i["description"], "interval_start": i["interval_start"].isoformat(),
+             "cost": str(i["cost"]), "tags": dict(i["tags"])} for i in kept]
+    return buckets_of(rows), rows

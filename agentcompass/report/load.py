@@ -1,0 +1,95 @@
+"""Read what a report needs from results directories, and nothing else: run.json,
+trials.jsonl and each trial's model_calls.jsonl. The runner is never imported."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentcompass.calls import CALLS_FILE
+from agentcompass.errors import UserError
+from agentcompass.results import TrialResult, read_jsonl, read_trials
+
+
+@dataclass
+class Trial:
+    setup: str
+    result: TrialResult
+    calls: list[dict[str, Any]] | None  # model_calls.jsonl, None when the trial has none
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return self.setup, self.result.task_id, self.result.attempt
+
+    def intervals(self) -> list[tuple[float, float]] | None:
+        """When this trial was generating; None when unknown (model time without call records)."""
+        if self.calls is None:
+            return [] if self.result.usage.generation_s == 0 else None
+        return [(float(c["start"]), float(c["end"])) for c in self.calls]
+
+
+@dataclass
+class Setup:
+    name: str  # the results directory's name, prefixed by its run name when two runs share it
+    dir: Path
+    labels: dict[str, str]
+    model: dict[str, Any]
+    k: int
+    trials: list[Trial] = field(default_factory=list)
+
+    @property
+    def hourly_usd(self) -> float | None:
+        return (self.model.get("pricing") or {}).get("hourly_usd")
+
+    @property
+    def self_hosted(self) -> bool:
+        """Billed by the hour: the preset says so, or an own endpoint with no per-token prices."""
+        pricing = self.model.get("pricing") or {}
+        per_token = pricing.get("input_per_mtok") is not None or pricing.get("output_per_mtok") is not None
+        return pricing.get("hourly_usd") is not None or (bool(self.model.get("base_url")) and not per_token)
+
+
+def run_dirs(paths: list[Path]) -> list[Path]:
+    """Result directories (holding run.json and trials.jsonl) under each PATH: a run directory,
+    a run name holding several (a sweep), or a results root."""
+    found: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            raise UserError(f"{path} is not a directory; pass a run directory, a run name directory or a results root")
+        here = [path] if (path / "run.json").is_file() else sorted(
+            p.parent for pattern in ("*/run.json", "*/*/run.json") for p in path.glob(pattern))
+        here = [p for p in here if (p / "trials.jsonl").is_file()]
+        if not here:
+            raise UserError(f"{path} holds no results (no run.json with trials.jsonl below it); "
+                            "pass a run directory, a run name directory or a results root")
+        found += [p for p in here if p.resolve() not in {f.resolve() for f in found}]
+    return found
+
+
+def load(paths: list[Path]) -> list[Setup]:
+    dirs = run_dirs(paths)
+    clashing = {d.name for d in dirs if sum(o.name == d.name for o in dirs) > 1}
+    return [load_setup(d, f"{d.parent.name}/{d.name}" if d.name in clashing else d.name) for d in dirs]
+
+
+def load_setup(directory: Path, name: str) -> Setup:
+    try:
+        info = json.loads((directory / "run.json").read_text(encoding="utf-8"))
+        config = info["config"]
+        setup = Setup(name, directory, dict(config.get("labels") or {}), dict(config.get("model") or {}),
+                      int(config["run"]["k"]))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{directory / 'run.json'} is unreadable ({type(exc).__name__}: {exc}); "
+                        "pass a results directory written by agentcompass run") from None
+    results, problems = read_trials(directory / "trials.jsonl")
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr, flush=True)
+    for (task_id, attempt), result in sorted(results.items()):
+        if attempt > setup.k:
+            continue
+        calls_path = directory / "tasks" / task_id / f"attempt-{attempt}" / CALLS_FILE
+        setup.trials.append(Trial(name, result, read_jsonl(calls_path) if calls_path.is_file() else None))
+    return setup

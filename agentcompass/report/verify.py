@@ -1,0 +1,124 @@
+"""`--verify`: recompute every figure from the raw files and name each one the report disagrees with.
+
+Two kinds of check: the report's files against a fresh computation from trials.jsonl,
+model_calls.jsonl and the bill; and the raw files against each other (each run's summary.json,
+each trial's call records and timings, the bill's reconciliation)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from agentcompass.report.build import Pricing, build, file_texts
+from agentcompass.report.load import Setup
+
+CSV_KEYS = {"summary.csv": ("setup",), "per_trial.csv": ("setup", "task_id", "attempt"), "task_difficulty.csv": ("task_id",)}
+SUMMARY_FIELDS = ("passed", "failed", "errors", "pass_at_1", "pass_at_k", "tokens_in", "tokens_out", "tokens_cached")
+TIME_SLACK_S = 0.01  # timings are rounded to 0.1 ms, call times to 1 µs
+
+
+def verify(setups: list[Setup], pricing: Pricing, out: Path) -> list[str]:
+    report = build(setups, pricing)
+    mismatches: list[str] = []
+    for name, text in file_texts(report).items():
+        path = out / name
+        if not path.is_file():
+            mismatches.append(f"{name}: missing from {out}")
+        elif name.endswith(".csv"):
+            mismatches += compare_csv(name, text, path.read_text(encoding="utf-8"))
+        else:
+            found = json.loads(path.read_text(encoding="utf-8"))
+            mismatches += compare_json(name, undated(json.loads(text)), undated(found))
+    return mismatches + check_summaries(setups, report) + check_trials(setups) + check_bill(report)
+
+
+def compare_csv(name: str, expected: str, found: str) -> list[str]:
+    keys = CSV_KEYS[name]
+    want = {tuple(r[k] for k in keys): r for r in csv.DictReader(expected.splitlines())}
+    have = {tuple(r.get(k) for k in keys): r for r in csv.DictReader(found.splitlines())}
+    out = [f"{name}: row {'/'.join(map(str, k))} is missing" for k in want if k not in have]
+    out += [f"{name}: row {'/'.join(map(str, k))} should not be there" for k in have if k not in want]
+    for key, row in want.items():
+        for column, value in row.items():
+            if key in have and have[key].get(column) != value:
+                out.append(f"{name}: {'/'.join(key)}: {column} is {have[key].get(column)!r}, recomputed {value!r}")
+    return out
+
+
+def compare_json(name: str, expected: Any, found: Any, where: str = "") -> list[str]:
+    if isinstance(expected, dict) and isinstance(found, dict):
+        return [m for k in expected.keys() | found.keys()
+                for m in compare_json(name, expected.get(k), found.get(k), f"{where}.{k}" if where else k)]
+    if isinstance(expected, list) and isinstance(found, list) and len(expected) == len(found):
+        return [m for i, (e, f) in enumerate(zip(expected, found)) for m in compare_json(name, e, f, f"{where}[{label(e, i)}]")]
+    return [] if expected == found else [f"{name}: {where} is {found!r}, recomputed {expected!r}"]
+
+
+def undated(data: Any) -> Any:
+    """The report without when it was made: the one figure a recomputation cannot repeat."""
+    return {k: v for k, v in data.items() if k != "generated_at"} if isinstance(data, dict) else data
+
+
+def label(item: Any, index: int) -> str:
+    """Name a list item by what it is about (a setup, a trial, a task), else by its index."""
+    if isinstance(item, dict):
+        parts = [str(item[k]) for k in ("setup", "task_id", "attempt") if k in item]
+        if parts:
+            return "/".join(parts)
+    return str(index)
+
+
+def check_summaries(setups: list[Setup], report: dict[str, Any]) -> list[str]:
+    """The report's figures against what each run wrote in its own summary.json."""
+    out = []
+    for setup, row in zip(setups, report["setups"]):
+        path = setup.dir / "summary.json"
+        if not path.is_file():
+            continue
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        for field in SUMMARY_FIELDS:
+            if field in summary and summary[field] != row[field]:
+                out.append(f"{path}: {field} is {summary[field]!r}, recomputed from trials.jsonl {row[field]!r}")
+    return out
+
+
+def check_trials(setups: list[Setup]) -> list[str]:
+    """Each trial's call records against its usage, and its times nested as they must be."""
+    out = []
+    for setup in setups:
+        for trial in setup.trials:
+            r, name = trial.result, f"{setup.name}/{trial.result.task_id}/attempt-{trial.result.attempt}"
+            orchestration, session = r.timings.get("total", 0.0), r.timings.get("agent", 0.0)
+            if not r.usage.generation_s <= session + TIME_SLACK_S <= orchestration + 2 * TIME_SLACK_S:
+                out.append(f"{name}: times not nested: generation_s {r.usage.generation_s} <= session_s {session} "
+                           f"<= orchestration_s {orchestration} fails")
+            if trial.calls is None:
+                continue
+            answered = [c for c in trial.calls if c.get("status") == "ok"]
+            counted = {"model_calls": len(answered), **{f: sum(c.get(f) or 0 for c in answered)
+                                                          for f in ("tokens_in", "tokens_out", "tokens_cached")}}
+            for field, value in counted.items():
+                if getattr(r.usage, field) != value:
+                    out.append(f"{name}: {field} is {getattr(r.usage, field)} in trials.jsonl, {value} in model_calls.jsonl")
+            waited = sum(float(c.get("duration_s") or 0) for c in trial.calls)
+            if abs(waited - r.usage.generation_s) > TIME_SLACK_S:
+                out.append(f"{name}: generation_s is {r.usage.generation_s} in trials.jsonl, {waited:.6f} in model_calls.jsonl")
+    return out
+
+
+def check_bill(report: dict[str, Any]) -> list[str]:
+    """The split reconciles with the bill to the cent, and no trial's share exceeds its sole cost."""
+    billing = report["billing"]
+    out = []
+    if billing is not None:
+        total = Decimal(billing["split_usd"]) + Decimal(billing["unattributed_usd"])
+        if abs(total - Decimal(billing["billed_usd"])) >= Decimal("0.01"):
+            out.append(f"billing: split {billing['split_usd']} + unattributed {billing['unattributed_usd']} "
+                       f"!= bill {billing['billed_usd']}")
+    for row in report["trials"]:
+        if row["cost_usd"] is not None and row["sole_cost_usd"] is not None and Decimal(row["cost_usd"]) > Decimal(row["sole_cost_usd"]):
+            out.append(f"per_trial: {row['setup']}/{row['task_id']}/{row['attempt']}: split {row['cost_usd']} exceeds sole {row['sole_cost_usd']}")
+    return out
