@@ -256,3 +256,20 @@ def test_classic_reset_lines_are_swebench_4s():
     with_binary = classic_eval_script({**row, "test_patch": row["test_patch"] + binary + added}, "START", "END")
     assert with_binary.count(f"\ngit checkout {base} testing/test_assertrewrite.py\n") == 2
     assert "rm -f" not in with_binary
+
+
+def test_predictions_have_a_line_per_attempted_instance(tmp_path):
+    """As mini-swe-agent's preds.json: an attempt that ended in an error submits the empty patch."""
+    from agentcompass.results import TrialResult
+
+    stamp = "2026-11-30T00:00:00+00:00"
+    graded = TrialResult(task_id="a__a-1", attempt=1, status="passed", started_at=stamp, finished_at=stamp,
+                         details={"patch": "diff --git a/x b/x\n", "model_name_or_path": "openai/gpt-x"})
+    errored = TrialResult(task_id="b__b-2", attempt=1, status="error", error_category="infra",
+                          message="sandbox lost", started_at=stamp, finished_at=stamp)
+    SwebenchFormat(recipe(params={"path": str(SAMPLE)})).write_artifacts(tmp_path, [errored, graded])
+    lines = [json.loads(line) for line in (tmp_path / "predictions.jsonl").read_text().splitlines()]
+    assert lines == [
+        {"instance_id": "a__a-1", "model_name_or_path": "openai/gpt-x", "model_patch": "diff --git a/x b/x\n"},
+        {"instance_id": "b__b-2", "model_name_or_path": "openai/gpt-x", "model_patch": ""},
+    ]

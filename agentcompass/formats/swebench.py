@@ -307,13 +307,16 @@ class SwebenchFormat:
     def write_artifacts(self, run_dir: Path, results: list["TrialResult"]) -> None:
         """predictions.jsonl (attempt 1; later attempts in predictions-attempt-N.jsonl), from trials.jsonl."""
         by_attempt: dict[int, list[dict[str, Any]]] = {1: []}
+        model = next((r.details["model_name_or_path"] for r in results if r.details.get("model_name_or_path")),
+                     "agentcompass")
         for result in sorted(results, key=lambda r: (r.attempt, r.task_id)):
-            if "patch" in result.details:
-                by_attempt.setdefault(result.attempt, []).append({
-                    "instance_id": result.task_id,
-                    "model_name_or_path": result.details.get("model_name_or_path") or "agentcompass",
-                    "model_patch": result.details["patch"],
-                })
+            # A line per attempted instance, as mini-swe-agent's preds.json: an attempt that ended in an
+            # error graded nothing and submits the empty patch.
+            by_attempt.setdefault(result.attempt, []).append({
+                "instance_id": result.task_id,
+                "model_name_or_path": result.details.get("model_name_or_path") or model,
+                "model_patch": result.details.get("patch", ""),
+            })
         for attempt, predictions in by_attempt.items():
             name = "predictions.jsonl" if attempt == 1 else f"predictions-attempt-{attempt}.jsonl"
             write_atomic(run_dir / name, "".join(json.dumps(p) + "\n" for p in predictions))
