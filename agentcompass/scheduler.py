@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import structlog
 import tenacity
 
-from agentcompass.errors import InfraError, TrialError
+from agentcompass.errors import InfraError, TrialError, UserError
 from agentcompass.progress import Progress
 from agentcompass.results import ResultsStore, TrialResult, now_iso
 from agentcompass.task import Task, Usage
@@ -46,6 +46,7 @@ class Scheduler:
         self.retry = retry
         self.progress = progress
         self.stopping = threading.Event()
+        self.fatal: TrialError | None = None  # an error no trial can get past (`stops_run`): ends the run
 
     def run(self, pending: list[tuple[Task, int]]) -> None:
         """Run every (task, attempt); raises Interrupted after cleaning up on Ctrl-C/SIGTERM."""
@@ -61,6 +62,11 @@ class Scheduler:
                 done, in_flight = wait(in_flight, timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in done:
                     future.result()  # _run_one records its own errors; this surfaces bugs only
+                if self.fatal is not None:
+                    closed = self.runner.sandboxes.close_all()
+                    log.info("stopped: an error no trial can get past", error=str(self.fatal), closed=closed)
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise UserError(str(self.fatal))
         except KeyboardInterrupt as exc:
             self.stopping.set()
             closed = self.runner.sandboxes.close_all()
@@ -105,6 +111,9 @@ class Scheduler:
         try:
             result = retrying(self._try_once, task, attempt)
         except TrialError as error:
+            if getattr(error, "stops_run", False):  # e.g. a missing cloud permission or quota
+                self.fatal = self.fatal or error
+                self.stopping.set()
             if self.stopping.is_set():
                 return  # interrupted trials are not recorded: a rerun runs them again
             result = TrialResult(task_id=task.id, attempt=attempt, status="error", error_category=error.category,

@@ -23,7 +23,8 @@ from typing import Any, Iterator
 LOG_ENV = "FAKE_GCP_LOG"
 KEYS_ENV = "FAKE_GCP_AUTHORIZED_KEYS"  # the test sshd's authorized_keys file
 EXHAUSTED_ENV = "FAKE_GCP_EXHAUSTED"  # comma-separated zones out of capacity
-DENIED_ENV = "FAKE_GCP_DENIED"  # when set: every insert is refused for want of a permission
+DENIED_ENV = "FAKE_GCP_DENIED"  # when set: listing and inserting VMs are refused for want of a permission
+DENIED_INSERT_ENV = "FAKE_GCP_DENIED_INSERT"  # when set: only inserts are refused
 NO_ADC_ENV = "FAKE_GCP_NO_ADC"  # when set: google.auth.default finds no credentials
 ADC_PROJECT = "adc-project"
 STATE_DIR = "/var/lib/agentcompass"
@@ -103,7 +104,7 @@ class InstancesClient:
 
         record("InstancesClient.insert", request, project=project, zone=zone, instance_resource=instance_resource)
         zone = request.zone
-        if os.environ.get(DENIED_ENV):
+        if os.environ.get(DENIED_ENV) or os.environ.get(DENIED_INSERT_ENV):
             raise exceptions.Forbidden("Required 'compute.instances.create' permission for 'projects/p'")
         if zone in os.environ.get(EXHAUSTED_ENV, "").split(","):
             message = f"The zone 'projects/{request.project}/zones/{zone}' does not have enough resources available."

@@ -389,6 +389,20 @@ def test_no_credentials_or_permission_exit_2_with_one_line(gcp_cli, tmp_path, mi
     assert not any(c["call"] == "InstancesClient.insert" for c in sdk)
 
 
+def test_a_permission_missing_mid_run_stops_the_run_with_one_line(gcp_cli, tmp_path):
+    run, sdk = gcp_cli("run", "demo", "oracle", "none", "--env", "gcp", "--results-dir", str(tmp_path / "out"),
+                       "--run-name", RUN, "--task-concurrency", "1", "--env-params", gcp_cli.params,
+                       env={fake_gcp.DENIED_INSERT_ENV: "1"})
+    assert run.returncode == 2, run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, run.stderr
+    line = lines[0]
+    assert "permission denied" in line and "roles/compute.instanceAdmin.v1" in line
+    assert sum(c["call"] == "InstancesClient.insert" for c in sdk) == 1  # neither retried nor tried on the next task
+    [run_json] = (tmp_path / "out").glob(f"{RUN}/*/run.json")
+    assert json.loads(run_json.read_text())["status"] == "stopped"
+
+
 def test_cleanup_command_filters_by_run_label(gcp_cli):
     run, sdk = gcp_cli("cleanup", "--env", "gcp", "--run-name", "Gone.Run")
     assert run.returncode == 0, run.stderr

@@ -46,9 +46,10 @@ CREDENTIALS_HINT = ("no GCP credentials: run `gcloud auth application-default lo
 
 
 class GcpRefused(InfraError):
-    """GCP refused for want of a role or a quota: retrying the trial cannot help."""
+    """GCP refused for want of a role or a quota: no trial can get past it, so the run stops."""
 
     retryable = False
+    stops_run = True
 
 
 def label_value(text: str) -> str:
