@@ -63,12 +63,14 @@ class Scheduler:
                 for future in done:
                     future.result()  # _run_one records its own errors; this surfaces bugs only
                 if self.fatal is not None:
+                    self._abort_opening()
                     closed = self.runner.sandboxes.close_all()
                     log.info("stopped: an error no trial can get past", error=str(self.fatal), closed=closed)
                     pool.shutdown(wait=True, cancel_futures=True)
                     raise UserError(str(self.fatal))
         except KeyboardInterrupt as exc:
             self.stopping.set()
+            self._abort_opening()
             closed = self.runner.sandboxes.close_all()
             log.warning("interrupted: stopped scheduling and closed open sandboxes", closed=closed)
             pool.shutdown(wait=True, cancel_futures=True)
@@ -77,6 +79,12 @@ class Scheduler:
             pool.shutdown(wait=True, cancel_futures=True)
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
+
+    def _abort_opening(self) -> None:
+        """Sandboxes still being opened (a VM booting) give up now rather than when they are up."""
+        abort = getattr(self.runner.provider, "abort", None)
+        if callable(abort):
+            abort()
 
     def _try_once(self, task: Task, attempt: int) -> TrialResult:
         """One try of an attempt in a fresh trial dir; anything unexpected is an infra error."""

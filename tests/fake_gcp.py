@@ -25,6 +25,7 @@ KEYS_ENV = "FAKE_GCP_AUTHORIZED_KEYS"  # the test sshd's authorized_keys file
 EXHAUSTED_ENV = "FAKE_GCP_EXHAUSTED"  # comma-separated zones out of capacity
 DENIED_ENV = "FAKE_GCP_DENIED"  # when set: listing and inserting VMs are refused for want of a permission
 DENIED_INSERT_ENV = "FAKE_GCP_DENIED_INSERT"  # when set: only inserts are refused
+BOOT_DELAY_ENV = "FAKE_GCP_BOOT_DELAY"  # seconds each VM takes to boot (default 0)
 NO_ADC_ENV = "FAKE_GCP_NO_ADC"  # when set: google.auth.default finds no credentials
 ADC_PROJECT = "adc-project"
 STATE_DIR = "/var/lib/agentcompass"
@@ -66,7 +67,8 @@ class Vm:
         user, _, key = items["ssh-keys"].partition(":")
         with open(os.environ[KEYS_ENV], "a", encoding="utf-8") as keys:
             keys.write(key + "\n")
-        self.boot = subprocess.Popen(["bash", "-c", items["startup-script"]], stdin=subprocess.DEVNULL,
+        boot = f"sleep {os.environ.get(BOOT_DELAY_ENV, '0')}\n{items['startup-script']}"  # a VM takes a while to boot
+        self.boot = subprocess.Popen(["bash", "-c", boot], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def destroy(self) -> None:

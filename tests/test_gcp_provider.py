@@ -378,6 +378,28 @@ def test_interrupt_deletes_every_vm(gcp_cli, tmp_path, sig):
     assert containers() == []
 
 
+def test_interrupt_while_vms_boot_ends_within_seconds(gcp_cli, tmp_path):
+    log = tmp_path / "sdk-calls.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentcompass", "run", "demo", "oracle", "none", "--env", "gcp", "--results-dir",
+         str(tmp_path / "out"), "--run-name", RUN, "--task-concurrency", "3", "--env-params", gcp_cli.params],
+        env={**os.environ, **gcp_cli.env, fake_gcp.BOOT_DELAY_ENV: "300"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (log.exists() and log.read_text().count('"InstancesClient.get"') >= 3):
+        time.sleep(0.2)  # three VMs inserted, each booting for five minutes
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert time.monotonic() - started < 15
+    sdk = [json.loads(line) for line in log.read_text().splitlines()]
+    inserted = {c["args"][0]["instance_resource"]["name"] for c in sdk if c["call"] == "InstancesClient.insert"}
+    deleted = [c["args"][0]["instance"] for c in sdk if c["call"] == "InstancesClient.delete"]
+    assert len(inserted) == 3 and sorted(deleted) == sorted(inserted)
+
+
 @pytest.mark.parametrize("missing", [fake_gcp.NO_ADC_ENV, fake_gcp.DENIED_ENV])
 def test_no_credentials_or_permission_exit_2_with_one_line(gcp_cli, tmp_path, missing):
     run, sdk = gcp_cli("run", "demo", "oracle", "none", "--env", "gcp", "--results-dir", str(tmp_path / "out"),

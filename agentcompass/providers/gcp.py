@@ -108,6 +108,11 @@ class GcpProvider:
         self._instances: Any = None
         self._project: str | None = None
         self._key: EphemeralKey | None = None
+        self.aborting = threading.Event()  # set on Ctrl-C: VMs still booting give up and are deleted
+
+    def abort(self) -> None:
+        """The run is ending (Ctrl-C, SIGTERM): stop waiting for VMs to come up."""
+        self.aborting.set()
 
     # -- connection ----------------------------------------------------------------------
     def _connect(self) -> tuple[Any, str]:
@@ -169,7 +174,7 @@ class GcpProvider:
                 operation = instances.insert(request=compute_v1.InsertInstanceRequest(
                     project=project, zone=zone, request_id=request_id,
                     instance_resource=self.instance_resource(zone, name, spec, key)))
-                operation.result(timeout=self.settings.operation_timeout_s)
+                wait_for(operation, self.settings.operation_timeout_s, self.aborting)
                 return True
             except gexc.Conflict:
                 # The name is this trial's: a killed earlier run of the same run name left it behind.
@@ -260,6 +265,20 @@ def refusal(exc: Exception, what: str) -> InfraError:
     return InfraError(f"{what}: {text}")
 
 
+def wait_for(operation: Any, timeout: float, stop: threading.Event) -> None:
+    """Wait for an operation (the client polls it with backoff), giving up early when `stop` is set."""
+    from concurrent.futures import TimeoutError as Pending
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            operation.result(timeout=min(5.0, max(0.1, deadline - time.monotonic())))
+            return
+        except Pending:
+            if stop.is_set() or time.monotonic() > deadline:
+                raise InfraError("interrupted" if stop.is_set() else f"a GCP operation took over {timeout:.0f}s") from None
+
+
 def delete_instance(instances: Any, project: str, zone: str, name: str, timeout: float) -> bool:
     """Delete a VM and wait for it to go; False when it was already gone."""
     from google.api_core import exceptions as gexc
@@ -330,7 +349,7 @@ class GcpSandbox:
             interface = instance.network_interfaces[0]
             address = interface.access_configs[0].nat_i_p if s.external_ip and interface.access_configs else interface.network_i_p
             self.ssh = SshHost(address, s.ssh_port, s.ssh_user, self._key)
-            self.ssh.connect(deadline)
+            self.ssh.connect(deadline, self.provider.aborting)
             state = f"{STATE_DIR}/{self.id}"
             if not (s.image or self.spec.image) and self.spec.build_context:
                 with tempfile.TemporaryFile() as spool:
@@ -339,11 +358,16 @@ class GcpSandbox:
                     spool.seek(0)
                     self._must(f"{self.root}mkdir -p {state} && {self.root}tee {state}/context.part >/dev/null && "
                                f"{self.root}mv {state}/context.part {state}/context.tar", stdin=spool)
-            wait = f"until [ -e {state}/status ]; do sleep 1; done; exit $(cat {state}/status)"
-            done = self.ssh.run(f"{self.root}sh -c {shlex.quote(wait)}", timeout=max(1.0, deadline - time.monotonic()))
-            if done.exit_code != 0:
+            # Wait in short rounds (no "done" yet: ask again), so an interrupt is noticed within seconds.
+            wait = f"for i in 1 2 3 4 5; do [ -e {state}/status ] && echo done && exit $(cat {state}/status); sleep 1; done"
+            while b"done" not in (done := self.ssh.run(f"{self.root}sh -c {shlex.quote(wait)}", timeout=30)).stdout:
+                if self.provider.aborting.is_set():
+                    raise InfraError("interrupted")
+                if time.monotonic() > deadline:
+                    break
+            if b"done" not in done.stdout or done.exit_code != 0:
                 log = self.ssh.run(f"{self.root}tail -c 2000 {state}/startup.log").stdout.decode(errors="replace")
-                why = "timed out" if done.timed_out else f"failed ({done.exit_code})"
+                why = f"failed ({done.exit_code})" if b"done" in done.stdout else f"took over {s.boot_timeout_s:.0f}s"
                 raise InfraError(f"VM {self.id}: the task container's start-up {why}: {one_line(log)[-400:]}")
         except BaseException:
             self.close()

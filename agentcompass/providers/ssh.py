@@ -9,6 +9,7 @@ imported inside the functions that use it, never when the CLI starts.
 from __future__ import annotations
 
 import io
+import threading
 import time
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Callable
@@ -57,8 +58,8 @@ class SshHost:
         self.host, self.port, self.user, self.key = host, port, user, key
         self._client: "paramiko.SSHClient | None" = None
 
-    def connect(self, deadline: float) -> None:
-        """Connect, retrying until `deadline` while the machine boots and installs the key."""
+    def connect(self, deadline: float, stop: threading.Event | None = None) -> None:
+        """Connect, retrying until `deadline` while the machine boots and installs the key (or until `stop`)."""
         import paramiko
 
         last: Exception | None = None
@@ -81,7 +82,10 @@ class SshHost:
                 last = exc
             if time.monotonic() + delay > deadline:
                 raise InfraError(f"no SSH to {self.user}@{self.host}:{self.port}: {one_line(last)[:200]}")
-            time.sleep(delay)
+            if stop is not None and stop.wait(delay):
+                raise InfraError("interrupted")
+            if stop is None:
+                time.sleep(delay)
             delay = min(delay * 1.5, 10.0)
 
     def run(self, command: str, *, stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None,
