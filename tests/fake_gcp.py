@@ -199,3 +199,53 @@ def destroy_all() -> None:
         vms.clear()
     for vm in leftovers:
         vm.destroy()
+
+
+# -- GCP Batch ---------------------------------------------------------------------------------------
+batch_states: list[tuple[str, dict[str, int]]] = []  # what successive get_job calls report (the last repeats)
+
+
+class BatchServiceClient:
+    jobs: dict[str, Any] = {}
+
+    def __init__(self, *, credentials: Any = None, transport: Any = None, client_options: Any = None,
+                 client_info: Any = None) -> None:
+        record("BatchServiceClient", credentials=type(credentials).__name__)
+
+    def create_job(self, request: Any = None, *, parent: str | None = None, job: Any = None, job_id: str | None = None,
+                   retry: Any = None, timeout: Any = None, metadata: Any = ()) -> Any:
+        from google.api_core import exceptions
+        from google.cloud import batch_v1
+
+        record("BatchServiceClient.create_job", request, parent=parent, job=job, job_id=job_id)
+        created = batch_v1.Job(request.job)
+        created.name = f"{request.parent}/jobs/{request.job_id}"
+        if created.name in self.jobs:
+            raise exceptions.AlreadyExists(f"job {created.name} already exists")
+        self.jobs[created.name] = created
+        return created
+
+    def get_job(self, request: Any = None, *, name: str | None = None, retry: Any = None, timeout: Any = None,
+                metadata: Any = ()) -> Any:
+        from google.api_core import exceptions
+        from google.cloud import batch_v1
+
+        record("BatchServiceClient.get_job", request, name=name)
+        if name not in self.jobs:
+            raise exceptions.NotFound(f"job {name}")
+        state, counts = batch_states.pop(0) if len(batch_states) > 1 else batch_states[0]
+        job = batch_v1.Job(self.jobs[str(name)])
+        job.status = batch_v1.JobStatus(state=state, task_groups={"group0": batch_v1.JobStatus.TaskGroupStatus(counts=counts)})
+        if state == "FAILED":
+            job.status.status_events = [batch_v1.StatusEvent(description="Task state is updated from RUNNING to FAILED "
+                                                                          "on zones/us-central1-a/instances/x with exit code 1.")]
+        return job
+
+    def delete_job(self, request: Any = None, *, name: str | None = None, retry: Any = None, timeout: Any = None,
+                   metadata: Any = ()) -> Any:
+        from google.api_core import exceptions
+
+        record("BatchServiceClient.delete_job", request, name=name)
+        if self.jobs.pop(str(name), None) is None:
+            raise exceptions.NotFound(f"job {name}")
+        return None
