@@ -25,6 +25,7 @@ KEYS_ENV = "FAKE_GCP_AUTHORIZED_KEYS"  # the test sshd's authorized_keys file
 EXHAUSTED_ENV = "FAKE_GCP_EXHAUSTED"  # comma-separated zones out of capacity
 DENIED_ENV = "FAKE_GCP_DENIED"  # when set: listing and inserting VMs are refused for want of a permission
 DENIED_INSERT_ENV = "FAKE_GCP_DENIED_INSERT"  # when set: only inserts are refused
+FLAKY_ENV = "FAKE_GCP_FLAKY"  # when set: the first insert operation fails with a transient error
 BOOT_DELAY_ENV = "FAKE_GCP_BOOT_DELAY"  # seconds each VM takes to boot (default 0)
 NO_ADC_ENV = "FAKE_GCP_NO_ADC"  # when set: google.auth.default finds no credentials
 ADC_PROJECT = "adc-project"
@@ -112,6 +113,8 @@ class InstancesClient:
             message = f"The zone 'projects/{request.project}/zones/{zone}' does not have enough resources available."
             return Operation(exceptions.from_http_status(503, message, errors=[compute_v1.Errors(
                 code="ZONE_RESOURCE_POOL_EXHAUSTED", message=message)]))
+        if os.environ.get(FLAKY_ENV) and not any(c[0] == "InstancesClient.insert" for c in calls[:-1]):
+            return Operation(exceptions.from_http_status(503, "Internal error. Please try again."))
         name = request.instance_resource.name
         with _lock:
             if name in vms:

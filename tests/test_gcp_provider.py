@@ -194,6 +194,13 @@ def test_zone_out_of_capacity_tries_the_next(fake, sshd, monkeypatch):
     assert [c[1][0].zone for c in calls("InstancesClient.insert")] == ["us-central1-a", "us-central1-b"]
 
 
+def test_a_transient_failure_is_retried_as_a_new_request(fake, sshd, monkeypatch):
+    monkeypatch.setenv(fake_gcp.FLAKY_ENV, "1")
+    provider(sshd).open(spec()).close()
+    first, second = [c[1][0] for c in calls("InstancesClient.insert")]
+    assert first.zone == second.zone and first.request_id != second.request_id
+
+
 def test_every_zone_full_is_an_infra_error(fake, sshd, monkeypatch):
     from agentcompass.errors import InfraError
 
@@ -204,7 +211,7 @@ def test_every_zone_full_is_an_infra_error(fake, sshd, monkeypatch):
 
 
 def test_permission_denied_is_not_retried_and_names_the_role(fake, sshd, monkeypatch):
-    from agentcompass.providers.gcp import GcpRefused
+    from agentcompass.providers.gcp_api import GcpRefused
 
     monkeypatch.setenv(fake_gcp.DENIED_ENV, "1")
     with pytest.raises(GcpRefused, match="roles/compute.instanceAdmin.v1") as err:
@@ -297,12 +304,12 @@ def test_cleanup_deletes_labelled_vms(fake, sshd):
 
 # -- credentials ----------------------------------------------------------------------------------
 def test_project_precedence(fake, sshd, monkeypatch):
-    from agentcompass.providers.gcp import GcpProvider, gcp_credentials
+    from agentcompass.providers.gcp_api import gcp_credentials
 
-    assert gcp_credentials(GcpProvider.Settings())[1] == fake_gcp.ADC_PROJECT
+    assert gcp_credentials()[1] == fake_gcp.ADC_PROJECT
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "env-project")
-    assert gcp_credentials(GcpProvider.Settings())[1] == "env-project"
-    assert gcp_credentials(GcpProvider.Settings(project_id="config-project"))[1] == "config-project"
+    assert gcp_credentials()[1] == "env-project"
+    assert gcp_credentials(project_id="config-project")[1] == "config-project"
 
 
 def test_missing_credentials_are_one_line(fake, sshd, monkeypatch):

@@ -15,8 +15,8 @@ inside the methods that use it, never when the CLI starts.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import os
 import re
 import shlex
 import tarfile
@@ -29,27 +29,16 @@ from typing import Any
 
 from agentcompass.errors import InfraError, UserError
 from agentcompass.providers.docker import KEEP_ALIVE
+from agentcompass.providers.gcp_api import (ROLES_HINT, SCOPES, delete_instance, gcp_credentials, insert_failure,
+                                            wait_for)
 from agentcompass.providers.remote import (DOWNLOAD_SCRIPT, EXEC_MARK, KILL_MARKED, MISSING_EXIT, extract_spooled,
                                            one_line, upload_archive)
 from agentcompass.providers.ssh import EphemeralKey, SshHost
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
 from agentcompass.schema import Positive, PositiveInt, Strict
 
-SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 DEFAULT_LIFETIME_S = 2 * 3600  # when neither the settings nor the task say how long a VM may live
 STATE_DIR = "/var/lib/agentcompass"  # on the VM: start-up log, build context, container status
-NO_CAPACITY = ("ZONE_RESOURCE_POOL_EXHAUSTED", "does not have enough resources")
-ROLES_HINT = ("the account needs roles/compute.instanceAdmin.v1 (and roles/iam.serviceAccountUser to attach a "
-              "service account) with the Compute Engine API enabled")
-CREDENTIALS_HINT = ("no GCP credentials: run `gcloud auth application-default login`, set GOOGLE_APPLICATION_CREDENTIALS, "
-                    "or put environments.gcp.credentials_file in a private --config file")
-
-
-class GcpRefused(InfraError):
-    """GCP refused for want of a role or a quota: no trial can get past it, so the run stops."""
-
-    retryable = False
-    stops_run = True
 
 
 def label_value(text: str) -> str:
@@ -121,7 +110,7 @@ class GcpProvider:
             if self._instances is None:
                 from google.cloud import compute_v1
 
-                credentials, project = gcp_credentials(self.settings)
+                credentials, project = gcp_credentials(self.settings.project_id, self.settings.credentials_file)
                 self._instances = compute_v1.InstancesClient(credentials=credentials)
                 self._project = project
             return self._instances, str(self._project)
@@ -168,25 +157,33 @@ class GcpProvider:
         from google.api_core import exceptions as gexc
         from google.cloud import compute_v1
 
-        request_id = str(uuid.uuid4())  # one per insert: a retried call is the same request, never a second VM
+        timeout = self.settings.operation_timeout_s
+        request_id = str(uuid.uuid4())  # kept while a call is retried: the same request, never a second VM
         for _ in range(3):
             try:
                 operation = instances.insert(request=compute_v1.InsertInstanceRequest(
                     project=project, zone=zone, request_id=request_id,
                     instance_resource=self.instance_resource(zone, name, spec, key)))
-                wait_for(operation, self.settings.operation_timeout_s, self.aborting)
-                return True
             except gexc.Conflict:
                 # The name is this trial's: a killed earlier run of the same run name left it behind.
-                delete_instance(instances, project, zone, name, self.settings.operation_timeout_s)
+                delete_instance(instances, project, zone, name, timeout)
                 request_id = str(uuid.uuid4())
+                continue
             except gexc.GoogleAPICallError as exc:
-                if any(mark in f"{exc} {getattr(exc, 'errors', '')}" for mark in NO_CAPACITY):
+                if insert_failure(exc, f"creating VM {name} in {zone}") == "full":
                     return False
-                if isinstance(exc, (gexc.ServiceUnavailable, gexc.InternalServerError, gexc.TooManyRequests)):
-                    time.sleep(2.0)
-                    continue
-                raise refusal(exc, f"creating VM {name} in {zone}") from exc
+                continue
+            try:
+                wait_for(operation, timeout, self.aborting)
+                return True
+            except gexc.GoogleAPICallError as exc:  # the operation failed: no VM was made
+                if insert_failure(exc, f"creating VM {name} in {zone}") == "full":
+                    return False
+                request_id = str(uuid.uuid4())  # the failed operation's id would only replay its failure
+            except InfraError:  # interrupted or too slow: the VM may still appear
+                with contextlib.suppress(Exception):
+                    delete_instance(instances, project, zone, name, timeout)
+                raise
         raise InfraError(f"creating VM {name} in {zone}: GCP kept failing")
 
     def instance_resource(self, zone: str, name: str, spec: SandboxSpec, key: EphemeralKey) -> Any:
@@ -232,66 +229,6 @@ class GcpProvider:
                                    self.settings.operation_timeout_s):
                     deleted += 1
         return deleted
-
-
-def gcp_credentials(settings: GcpProvider.Settings) -> tuple[Any, str]:
-    """(credentials, project): a key file from the config or ADC; project config > GOOGLE_CLOUD_PROJECT > ADC's."""
-    import google.auth
-    from google.auth import exceptions as auth_exceptions
-
-    try:
-        if settings.credentials_file:
-            credentials, found = google.auth.load_credentials_from_file(settings.credentials_file, scopes=SCOPES)
-        else:
-            credentials, found = google.auth.default(scopes=SCOPES)
-    except auth_exceptions.DefaultCredentialsError as exc:
-        raise UserError(f"{CREDENTIALS_HINT} ({one_line(exc)[:150]})") from exc
-    project = settings.project_id or os.environ.get("GOOGLE_CLOUD_PROJECT") or found
-    if not project:
-        raise UserError("no GCP project: set environments.gcp.project_id in a private --config file, "
-                        "or GOOGLE_CLOUD_PROJECT, or `gcloud config set project NAME`")
-    return credentials, project
-
-
-def refusal(exc: Exception, what: str) -> InfraError:
-    """Permission and quota errors stop retrying with one line naming the role or quota; the rest are infra."""
-    from google.api_core import exceptions as gexc
-
-    text = one_line(exc)[:300]
-    if "QUOTA" in text.upper():
-        return GcpRefused(f"{what}: GCP quota exceeded ({text}); raise the quota or lower --task-concurrency")
-    if isinstance(exc, (gexc.Forbidden, gexc.PermissionDenied, gexc.Unauthenticated)):
-        return GcpRefused(f"{what}: permission denied ({text}); {ROLES_HINT}")
-    return InfraError(f"{what}: {text}")
-
-
-def wait_for(operation: Any, timeout: float, stop: threading.Event) -> None:
-    """Wait for an operation (the client polls it with backoff), giving up early when `stop` is set."""
-    from concurrent.futures import TimeoutError as Pending
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            operation.result(timeout=min(5.0, max(0.1, deadline - time.monotonic())))
-            return
-        except Pending:
-            if stop.is_set() or time.monotonic() > deadline:
-                raise InfraError("interrupted" if stop.is_set() else f"a GCP operation took over {timeout:.0f}s") from None
-
-
-def delete_instance(instances: Any, project: str, zone: str, name: str, timeout: float) -> bool:
-    """Delete a VM and wait for it to go; False when it was already gone."""
-    from google.api_core import exceptions as gexc
-    from google.cloud import compute_v1
-
-    try:
-        request = compute_v1.DeleteInstanceRequest(project=project, zone=zone, instance=name, request_id=str(uuid.uuid4()))
-        instances.delete(request=request).result(timeout=timeout)
-    except gexc.NotFound:
-        return False
-    except gexc.GoogleAPICallError as exc:
-        raise refusal(exc, f"deleting VM {name} in {zone}") from exc
-    return True
 
 
 def startup_script(name: str, spec: SandboxSpec, s: GcpProvider.Settings) -> str:
