@@ -175,6 +175,27 @@ def test_insert_request_carries_machine_image_labels_key_and_ttl(fake, sshd):
     assert (deleted.instance, deleted.zone) == (vm.name, "us-central1-a")
 
 
+def test_settings_shape_the_vm():
+    pytest.importorskip("google.cloud.compute_v1")
+    pytest.importorskip("paramiko")
+    from agentcompass.providers.gcp import GcpProvider
+    from agentcompass.providers.ssh import EphemeralKey
+
+    p = GcpProvider(spot=True, service_account="runner@p.iam.gserviceaccount.com", network="ignored",
+                    git_network="coop-vpc", subnetwork="coop-sub", external_ip=False, timeout_s=900,
+                    machine_type="n2-standard-8", vm_image_family="my-family", vm_image_project="my-project", disk_gb=200)
+    vm = p.instance_resource("europe-west4-b", "ac-x", spec(), EphemeralKey())
+    assert vm.scheduling.provisioning_model == "SPOT" and vm.scheduling.max_run_duration.seconds == 900
+    assert vm.service_accounts[0].email == "runner@p.iam.gserviceaccount.com"
+    interface = vm.network_interfaces[0]
+    assert interface.network == "global/networks/coop-vpc"
+    assert interface.subnetwork == "regions/europe-west4/subnetworks/coop-sub"
+    assert list(interface.access_configs) == []  # no external address: SSH goes to the internal one
+    assert vm.machine_type == "zones/europe-west4-b/machineTypes/n2-standard-8"
+    assert vm.disks[0].initialize_params.source_image == "projects/my-project/global/images/family/my-family"
+    assert vm.disks[0].initialize_params.disk_size_gb == 200
+
+
 def test_labels_and_names_fit_gcp_rules():
     from agentcompass.providers.gcp import instance_name, label_value
 
