@@ -180,7 +180,7 @@ def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
             status = "interrupted"
             raise
         except UserError:
-            status = "stopped"  # an error every trial would meet (a missing permission or quota)
+            status = "failed"  # an error every trial would meet (a missing permission or quota)
             raise
         finally:
             session["status"] = status

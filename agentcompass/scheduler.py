@@ -82,9 +82,9 @@ class Scheduler:
 
     def _abort_opening(self) -> None:
         """Sandboxes still being opened (a VM booting) give up now rather than when they are up."""
-        abort = getattr(self.runner.provider, "abort", None)
-        if callable(abort):
-            abort()
+        interrupt = getattr(self.runner.provider, "interrupt", None)
+        if callable(interrupt):
+            interrupt()
 
     def _try_once(self, task: Task, attempt: int) -> TrialResult:
         """One try of an attempt in a fresh trial dir; anything unexpected is an infra error."""

@@ -31,8 +31,8 @@ from agentcompass.errors import InfraError, UserError
 from agentcompass.providers.docker import KEEP_ALIVE
 from agentcompass.providers.gcp_api import (ROLES_HINT, SCOPES, delete_instance, gcp_credentials, insert_failure,
                                             wait_for)
-from agentcompass.providers.remote import (DOWNLOAD_SCRIPT, EXEC_MARK, KILL_MARKED, MISSING_EXIT, extract_spooled,
-                                           one_line, upload_archive)
+from agentcompass.providers.modal import DOWNLOAD_SCRIPT, MISSING_EXIT  # the same tar-over-exec download
+from agentcompass.providers.remote import EXEC_MARK, KILL_MARKED, extract_renamed, one_line, upload_archive
 from agentcompass.providers.ssh import EphemeralKey, SshHost
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
 from agentcompass.schema import Positive, PositiveInt, Strict
@@ -99,8 +99,8 @@ class GcpProvider:
         self._key: EphemeralKey | None = None
         self.aborting = threading.Event()  # set on Ctrl-C: VMs still booting give up and are deleted
 
-    def abort(self) -> None:
-        """The run is ending (Ctrl-C, SIGTERM): stop waiting for VMs to come up."""
+    def interrupt(self) -> None:
+        """The run is ending (Ctrl-C, SIGTERM; the scheduler calls this): stop waiting for VMs to come up."""
         self.aborting.set()
 
     # -- connection ----------------------------------------------------------------------
@@ -342,7 +342,8 @@ class GcpSandbox:
     # -- files ---------------------------------------------------------------------------
     def upload(self, local: Path, remote: str) -> None:
         """Copy a file or a directory's contents to `remote`, creating parent directories."""
-        with upload_archive(local, remote) as spool:
+        with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
+            upload_archive(local, remote, spool)
             self._must(f"{self.docker} exec -i {self.id} tar -xf - -C /", stdin=spool)
 
     def download(self, remote: str, local: Path) -> None:
@@ -356,7 +357,9 @@ class GcpSandbox:
             if done.exit_code != 0:
                 raise InfraError(f"download of {remote} failed (exit {done.exit_code}): "
                                  f"{one_line(done.stderr.decode(errors='replace'))[:300]}")
-            extract_spooled(spool, local)
+            spool.seek(0)
+            with tarfile.open(fileobj=spool, mode="r") as archive:
+                extract_renamed(archive, local)
 
     def close(self) -> None:
         """Delete the VM and wait until it is gone. Safe to call twice, from any thread."""

@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import SecretStr
 
 from agentcompass.errors import InfraError, UserError
-from agentcompass.providers.remote import (DOWNLOAD_SCRIPT, DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, MISSING_EXIT,
-                                           extract_renamed, one_line, root_owned)
+from agentcompass.providers.remote import DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, extract_renamed, one_line, root_owned
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
 from agentcompass.schema import Positive, PositiveInt, Strict
 
@@ -38,9 +37,12 @@ if TYPE_CHECKING:
 DEFAULT_LIFETIME_S = 2 * 3600  # when neither the settings nor the task say how long a sandbox may live
 MAX_LIFETIME_S = 24 * 3600  # Modal's own ceiling for a sandbox's timeout
 MAX_NAME_LEN = 64  # Modal object names: [a-zA-Z0-9_.-], at most 64 characters
+MISSING_EXIT = 44  # the download script's exit code for a path that does not exist
 UPLOAD_CHUNK = 1024 * 1024
 CREDENTIALS_HINT = ("no Modal credentials: set environments.modal.token_id and token_secret in a private --config file, "
                     "or MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, or run `modal token new` (~/.modal.toml)")
+# Tar up $1 from its parent directory, so the archive's top entry is its basename.
+DOWNLOAD_SCRIPT = f'test -e "$1" || exit {MISSING_EXIT}; cd "$(dirname "$1")" && exec tar -cf - "$(basename "$1")"'
 
 
 def modal_credentials(token_id: str | None, token_secret: str | None) -> tuple[str, str] | None:

@@ -9,6 +9,8 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+from agentcompass.errors import InfraError
+
 EXEC_MARK = "AGENTCOMPASS_EXEC"  # env var that tags every process of one exec, so a timeout can find them all
 # Run in the container on timeout: find every process carrying the exec's mark, stop them all at once
 # (so none reacts to another's death) and kill them; repeat until none is left, which catches a
@@ -19,9 +21,6 @@ KILL_MARKED = (
     'tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$0" && pids="$pids ${d#/proc/}"; '
     'done; [ -z "$pids" ] && exit 0; kill -STOP $pids 2>/dev/null; kill -KILL $pids 2>/dev/null; done'
 )
-MISSING_EXIT = 44  # the download script's exit code for a path that does not exist
-# Tar up $1 from its parent directory, so the archive's top entry is its basename.
-DOWNLOAD_SCRIPT = f'test -e "$1" || exit {MISSING_EXIT}; cd "$(dirname "$1")" && exec tar -cf - "$(basename "$1")"'
 DRAIN_AFTER_KILL_S = 5.0  # how long to wait for the stream to end once the command was killed
 
 
@@ -55,21 +54,10 @@ def extract_renamed(archive: tarfile.TarFile, local: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def upload_archive(local: Path, remote: str) -> IO[bytes]:
-    """A rewound tar of `local` whose entries land at the absolute path `remote` when extracted at `/`."""
+def upload_archive(local: Path, remote: str, fileobj: IO[bytes]) -> None:
+    """Write a tar of `local` into `fileobj` whose entries extract at `remote` under /, owned by root."""
     if not remote.startswith("/"):
-        from agentcompass.errors import InfraError
-
         raise InfraError(f"sandbox paths must be absolute: {remote!r}")
-    spool = tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024)
-    with tarfile.open(fileobj=spool, mode="w") as archive:
+    with tarfile.open(fileobj=fileobj, mode="w") as archive:
         archive.add(str(local), arcname=str(PurePosixPath(remote).relative_to("/")), filter=root_owned)
-    spool.seek(0)
-    return spool
-
-
-def extract_spooled(spool: IO[bytes], local: Path) -> None:
-    """Extract a downloaded tar (spooled to a file) to `local`, renamed as extract_renamed does."""
-    spool.seek(0)
-    with tarfile.open(fileobj=spool, mode="r") as archive:
-        extract_renamed(archive, local)
+    fileobj.seek(0)
