@@ -261,6 +261,7 @@ def test_a_failed_start_up_deletes_the_vm(fake, sshd):
 def test_exec_runs_in_the_task_container(sandbox):
     result = sandbox.exec('echo "$GREETING from $(pwd)"; echo oops >&2; exit 3', env={"GREETING": "hi"}, cwd="/tmp")
     assert (result.exit_code, result.stdout, result.stderr, result.timed_out) == (3, "hi from /tmp\n", "oops\n", False)
+    assert sandbox.exec("id -un", user="nobody").stdout == "nobody\n"
     inside = sandbox.exec("cat /proc/1/cgroup; hostname").stdout
     assert subprocess.run(["docker", "inspect", "-f", "{{.Config.Hostname}}", sandbox.id], capture_output=True,
                           text=True).stdout.strip() in inside

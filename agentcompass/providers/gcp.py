@@ -325,11 +325,12 @@ class GcpSandbox:
 
     # -- exec ----------------------------------------------------------------------------
     def exec(self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None,
-             timeout: float | None = None) -> ExecResult:
+             timeout: float | None = None, user: str | None = None) -> ExecResult:
         mark = uuid.uuid4().hex
         q = shlex.quote
         variables = " ".join(f"-e {q(f'{k}={v}')}" for k, v in {**(env or {}), EXEC_MARK: mark}.items())
-        command = (f"{self.docker} exec -w {q(cwd or self.spec.workdir)} {variables} {self.id} "
+        as_user = f"-u {q(user)} " if user else ""
+        command = (f"{self.docker} exec {as_user}-w {q(cwd or self.spec.workdir)} {variables} {self.id} "
                    f"{q(self.settings.shell)} -c {q(cmd)}")
         start = time.monotonic()
         kill = f"{self.docker} exec {self.id} /bin/sh -c {q(KILL_MARKED)} {q(f'{EXEC_MARK}={mark}')}"
