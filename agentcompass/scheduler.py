@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import structlog
 
-from agentcompass.errors import InfraError, TrialError
+from agentcompass.errors import InfraError, TrialError, UserError
 from agentcompass.progress import Progress, first_line
 from agentcompass.results import ResultsStore, TrialResult, now_iso
 from agentcompass.task import Task, Usage
@@ -78,6 +78,7 @@ class Scheduler:
         self.stopping = threading.Event()  # interrupted: nothing more is started or recorded
         self.draining = threading.Event()  # a worker failed: nothing more is started
         self.failures: list[str] = []
+        self.fatal: TrialError | None = None  # an error no trial can get past (`stops_run`): ends the run
         self._lock = threading.Lock()
         self._running = 0
         self._all_done = threading.Event()
@@ -99,7 +100,9 @@ class Scheduler:
         try:
             self._start_workers(queue, workers)
             while not self._all_done.wait(0.5):
-                pass
+                if self.fatal is not None:
+                    self._wind_down()
+                    raise UserError(str(self.fatal))
         except KeyboardInterrupt as exc:
             self._wind_down()
             raise Interrupted() from exc
@@ -185,6 +188,9 @@ class Scheduler:
             except Exception as exc:  # anything unexpected in a try is an infra error, retried
                 error = exc if isinstance(exc, TrialError) else InfraError(f"{type(exc).__name__}: {exc}")
                 spent = spent + (error.usage or Usage())
+                if getattr(error, "stops_run", False):  # e.g. a missing cloud permission or quota: no trial gets past it
+                    self.fatal = self.fatal or error
+                    self.stopping.set()
                 if self.stopping.is_set():
                     return  # interrupted trials are not recorded: a rerun runs them again
                 if not error.retryable or tries > self.retry.max_retries:

@@ -5,11 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System packages: bubblewrap (local isolation), debootstrap (the base image), docker.io (engine),
-# chromium (opens report.html headless).
+# chromium (opens report.html headless), openssh-server (the gcp provider's SSH path runs against a local sshd).
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v chromium >/dev/null || missing+=(chromium)
+test -x /usr/sbin/sshd || missing+=(openssh-server)
 if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

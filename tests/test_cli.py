@@ -236,6 +236,7 @@ MISSING_EXTRAS = [
     ("litellm", ["run", "demo", "mini_swe_agent", "openai/gpt-4o-mini"], "needs litellm, which is not installed; pip install 'agentcompass[agents]'"),
     ("modal", ["run", "demo", "oracle", "none", "--env", "modal"], "env 'modal' needs modal, which is not installed; pip install 'agentcompass[modal]'"),
     ("modal", ["cleanup", "--env", "modal"], "pip install 'agentcompass[modal]'"),
+    ("paramiko", ["run", "demo", "oracle", "none", "--env", "gcp"], "env 'gcp' needs paramiko, which is not installed; pip install 'agentcompass[gcp]'"),
     ("swebench", ["eval", "swebench_verified", "--predictions", SWEBENCH_ROWS], "pip install 'agentcompass[swebench]'"),
 ]
 

@@ -1,4 +1,4 @@
-"""`agentcompass cleanup --env docker|modal [--run-name NAME]`: remove what a killed run left behind.
+"""`agentcompass cleanup --env docker|modal|gcp [--run-name NAME]`: remove what a killed run left behind.
 
 A run closes its sandboxes on success, failure, Ctrl-C and SIGTERM; only a SIGKILL (or a
 crash of the machine) leaves them. Providers that can find their leftovers by label
@@ -37,7 +37,7 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     provider = resolve("provider", env.impl or env.name)(**dict(env.model_extra or {}))
     cleanup = getattr(provider, "cleanup", None)
     if cleanup is None:
-        raise UserError(f"provider '{args.env}' leaves nothing behind to clean up; cleanup supports: docker, modal")
+        raise UserError(f"provider '{args.env}' leaves nothing behind to clean up; cleanup supports: docker, modal, gcp")
     removed = cleanup(args.run_name)
     scope = f" of run '{args.run_name}'" if args.run_name else ""
     print(f"removed {removed} {args.env} sandbox(es){scope}")

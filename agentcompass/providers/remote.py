@@ -210,3 +210,4 @@ def extract_renamed(archive: tarfile.TarFile, local: Path) -> None:
             shutil.copy2(source, local)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+

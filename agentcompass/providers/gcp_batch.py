@@ -1,0 +1,111 @@
+"""ONE GCP Batch job for many tasks (evaluation at scale): its definition, submission, polling
+and deletion. Task i of the job reads entry i of the run's manifest (BATCH_TASK_INDEX, set by
+Batch) from the run's GCS prefix (gcs.RunBucket) and writes its outputs back there, so the job
+definition stays small whatever the number of tasks. The `google-cloud-batch` SDK is imported
+inside the functions that use it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from agentcompass.errors import InfraError, UserError
+from agentcompass.providers.remote import one_line
+
+POLL_FIRST_S, POLL_MAX_S = 5.0, 60.0  # polling backoff: fast while a job starts, then at most once a minute
+DONE, FAILED = "SUCCEEDED", ("FAILED", "CANCELLED")
+
+
+def job_definition(*, runner_image: str, script: str, task_count: int, parallelism: int, machine_type: str,
+                   cpu_milli: int, memory_mib: int, environment: dict[str, str], labels: dict[str, str],
+                   max_run_duration_s: int, max_retry_count: int = 2, spot: bool = False,
+                   service_account: str | None = None) -> Any:
+    """A job of `task_count` tasks, `parallelism` at once, each running `script` in the runner container
+    (with the VM's Docker socket, to start the instance's own image)."""
+    from google.cloud import batch_v1
+
+    container = batch_v1.Runnable.Container(image_uri=runner_image, entrypoint="/bin/bash", commands=["-c", script],
+                                            options="-v /var/run/docker.sock:/var/run/docker.sock")
+    task_spec = batch_v1.TaskSpec(
+        runnables=[batch_v1.Runnable(container=container)],
+        compute_resource=batch_v1.ComputeResource(cpu_milli=cpu_milli, memory_mib=memory_mib),
+        max_run_duration=f"{max_run_duration_s}s", max_retry_count=max_retry_count,
+        environment=batch_v1.Environment(variables=environment))
+    policy = batch_v1.AllocationPolicy.InstancePolicy(machine_type=machine_type,
+                                                      provisioning_model="SPOT" if spot else "STANDARD")
+    allocation = batch_v1.AllocationPolicy(instances=[batch_v1.AllocationPolicy.InstancePolicyOrTemplate(policy=policy)])
+    if service_account:
+        allocation.service_account = batch_v1.ServiceAccount(email=service_account)
+    return batch_v1.Job(
+        task_groups=[batch_v1.TaskGroup(task_spec=task_spec, task_count=task_count, parallelism=parallelism)],
+        allocation_policy=allocation, labels=labels,
+        logs_policy=batch_v1.LogsPolicy(destination=batch_v1.LogsPolicy.Destination.CLOUD_LOGGING))
+
+
+class BatchJobs:
+    def __init__(self, client: Any, project: str, region: str) -> None:
+        self.client, self.parent = client, f"projects/{project}/locations/{region}"
+
+    def submit(self, job_id: str, job: Any) -> str:
+        """Create the job; returns its full name. A job id is a request id too: resubmitting is refused."""
+        from google.api_core import exceptions as gexc
+        from google.cloud import batch_v1
+
+        try:
+            created = self.client.create_job(request=batch_v1.CreateJobRequest(parent=self.parent, job_id=job_id, job=job))
+        except (gexc.Forbidden, gexc.Unauthorized) as exc:
+            raise UserError(f"GCP Batch refused the job ({one_line(exc)[:200]}); the account needs roles/batch.jobsEditor "
+                            "and roles/iam.serviceAccountUser, with the Batch API enabled") from exc
+        except gexc.GoogleAPICallError as exc:
+            raise InfraError(f"cannot create Batch job {job_id}: {one_line(exc)[:300]}") from exc
+        return str(created.name)
+
+    def wait(self, name: str, on_progress: Callable[[dict[str, int]], None], stop: threading.Event,
+             timeout_s: float) -> None:
+        """Poll with backoff until the job succeeds; InfraError when it fails, is stopped or takes too long."""
+        from google.api_core import exceptions as gexc
+
+        deadline = time.monotonic() + timeout_s
+        delay = POLL_FIRST_S
+        while True:
+            try:
+                job = self.client.get_job(name=name)
+            except gexc.GoogleAPICallError as exc:
+                if not isinstance(exc, (gexc.ServiceUnavailable, gexc.InternalServerError, gexc.TooManyRequests)):
+                    raise InfraError(f"cannot read Batch job {name}: {one_line(exc)[:300]}") from exc
+                job = None
+            if job is not None:
+                state = job.status.state.name
+                on_progress(task_counts(job))
+                if state == DONE:
+                    return
+                if state in FAILED:
+                    events = [one_line(e.description) for e in job.status.status_events][-3:]
+                    raise InfraError(f"Batch job {name} {state.lower()}: {'; '.join(events) or 'no status events'}")
+            if time.monotonic() > deadline:
+                raise InfraError(f"Batch job {name} did not finish within {timeout_s:.0f}s")
+            if stop.wait(delay):
+                raise InfraError("interrupted")
+            delay = min(delay * 1.5, POLL_MAX_S)
+
+    def delete(self, name: str) -> None:
+        """Delete the job (its VMs go with it); a job already gone is fine."""
+        from google.api_core import exceptions as gexc
+
+        try:
+            self.client.delete_job(name=name)
+        except gexc.NotFound:
+            pass
+        except gexc.GoogleAPICallError as exc:
+            raise InfraError(f"cannot delete Batch job {name}: {one_line(exc)[:300]}") from exc
+
+
+def task_counts(job: Any) -> dict[str, int]:
+    """Tasks per state (QUEUED, RUNNING, SUCCEEDED, FAILED, ...) over the job's task groups."""
+    counts: dict[str, int] = {}
+    for group in job.status.task_groups.values():
+        for state, count in group.counts.items():
+            counts[state] = counts.get(state, 0) + int(count)
+    return counts
