@@ -179,6 +179,9 @@ def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
         except Interrupted:
             status = "interrupted"
             raise
+        except UserError:  # the scheduler stopped the run (RunStopped)
+            status = "stopped"
+            raise
         finally:
             session["status"] = status
             run_info.update({"finished_at": now_iso(), "status": status})

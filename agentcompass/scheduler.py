@@ -10,13 +10,18 @@ from dataclasses import dataclass
 import structlog
 import tenacity
 
-from agentcompass.errors import InfraError, TrialError
+from agentcompass.errors import InfraError, TrialError, UserError
 from agentcompass.progress import Progress
 from agentcompass.results import ResultsStore, TrialResult, now_iso
 from agentcompass.task import Task, Usage
 from agentcompass.trial import TrialRunner
 
 log = structlog.get_logger("agentcompass")
+
+
+class RunStopped(UserError):
+    """A trial hit an error that is every trial's (credentials rejected, an invalid setting): the run
+    stops scheduling, closes its sandboxes and reports that one line (exit 2); unrecorded trials rerun."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -46,6 +51,7 @@ class Scheduler:
         self.retry = retry
         self.progress = progress
         self.stopping = threading.Event()
+        self.fatal: TrialError | None = None  # an error no retry or other task gets past: the run stops
 
     def run(self, pending: list[tuple[Task, int]]) -> None:
         """Run every (task, attempt); raises Interrupted after cleaning up on Ctrl-C/SIGTERM."""
@@ -61,6 +67,12 @@ class Scheduler:
                 done, in_flight = wait(in_flight, timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in done:
                     future.result()  # _run_one records its own errors; this surfaces bugs only
+                if self.fatal is not None:
+                    raise RunStopped(str(self.fatal))
+        except RunStopped:
+            self.runner.sandboxes.close_all()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
         except KeyboardInterrupt as exc:
             self.stopping.set()
             closed = self.runner.sandboxes.close_all()
@@ -105,6 +117,10 @@ class Scheduler:
         try:
             result = retrying(self._try_once, task, attempt)
         except TrialError as error:
+            if getattr(error, "fatal", False):
+                self.fatal = self.fatal or error
+                self.stopping.set()
+                return  # not the task's fault: a rerun after the fix runs it again
             if self.stopping.is_set():
                 return  # interrupted trials are not recorded: a rerun runs them again
             result = TrialResult(task_id=task.id, attempt=attempt, status="error", error_category=error.category,

@@ -122,9 +122,10 @@ def test_container_gets_limits_labels_workdir_and_env(open_sandbox):
 def test_settings_override_the_task_limits(base_image, open_sandbox):
     from agentcompass.providers.docker import DockerProvider
 
-    box = open_sandbox(DockerProvider(cpus=0.5, memory_mb=300), cpus=1, memory_mb=256)
+    box = open_sandbox(DockerProvider(cpu=0.5, memory=300), cpus=1, memory_mb=256)
     host = inspect(box.spec.name)["HostConfig"]
     assert (host["NanoCpus"], host["Memory"]) == (500_000_000, 300 * 1024 * 1024)
+    assert DockerProvider.Settings(cpus=0.5, memory_mb=300) == DockerProvider.Settings(cpu=0.5, memory=300)  # aliases
 
 
 def test_keep_alive_ignores_the_image_entrypoint(base_image, open_sandbox, tmp_path):

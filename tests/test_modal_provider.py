@@ -87,11 +87,13 @@ def test_every_sdk_call_binds_to_the_real_signature(fake, real_modal, tmp_path):
     p.open(spec("t3"))
     p.open(spec("t3")).close()  # the name is taken: the holder's tags are read
     assert p.cleanup("r") == 0
+    provider(named_image="published", gpu="A10G", env_variables={"X": "1"}).open(spec("t4")).close()
     real = {
         "Client.from_credentials": (real_modal.Client.from_credentials, True),
         "App.lookup": (real_modal.App.lookup, False),
         "Image.from_registry": (real_modal.Image.from_registry, False),
         "Image.from_dockerfile": (real_modal.Image.from_dockerfile, False),
+        "Image.from_name": (real_modal.Image.from_name, False),
         "Sandbox.create": (real_modal.Sandbox.create, False),
         "Sandbox.exec": (real_modal.Sandbox.exec, False),
         "Sandbox.terminate": (real_modal.Sandbox.terminate, False),
@@ -121,7 +123,8 @@ def test_create_maps_the_spec_onto_modal(fake, tmp_path):
     [(_, args, create)] = calls("Sandbox.create")
     assert args == ()
     assert create["image"].what == {"dockerfile": str(context / "Dockerfile"), "context_dir": str(context)}
-    assert (create["cpu"], create["memory"], create["timeout"], create["block_network"]) == (2, 1024, 600, True)
+    # (request, limit): a plain number is only a request on Modal, which a runaway process may exceed.
+    assert (create["cpu"], create["memory"], create["timeout"], create["block_network"]) == ((2, 2), (1024, 1024), 600, True)
     assert create["workdir"] == "/app" and create["env"] == {"A": "1"}
     owner = create["tags"].pop("agentcompass.owner")
     assert create["tags"] == {"agentcompass": "1", "run": "r", "trial": "t.1"}
@@ -138,9 +141,125 @@ def test_settings_override_the_task(fake):
     box.close()
     [(_, _, create)] = calls("Sandbox.create")
     assert create["image"].what == {"registry": "debian:bookworm"}
-    assert (create["cpu"], create["memory"], create["timeout"], create["block_network"]) == (4, 8192, 90, False)
+    assert (create["cpu"], create["memory"], create["timeout"], create["block_network"]) == ((4, 4), (8192, 8192), 90, False)
     assert (create["region"], create["idle_timeout"], create["app"].name) == ("us-east", 30, "mine")
     assert box.has_task_image is False  # a run-wide image holds none of the task's files
+
+
+def test_the_docs_parameter_table_reaches_sandbox_create(fake):
+    """The names of the Modal docs page, as written there."""
+    box = provider(named_image="my-published-image", timeout=3600, idle_timeout=120, cpu=4, memory=8192, gpu="H100:2",
+                   region="us-east", env_variables={"MODE": "ci"}, app_name="evals", environment_name="dev",
+                   ).open(spec(env={"A": "1"}))
+    box.close()
+    [(_, lookup_args, lookup)] = calls("Image.from_name")
+    assert lookup_args == ("my-published-image",) and lookup["environment_name"] == "dev"
+    [(_, _, create)] = calls("Sandbox.create")
+    assert create["image"].what == {"named": "my-published-image"}
+    assert (create["timeout"], create["idle_timeout"], create["cpu"], create["memory"]) == (3600, 120, (4, 4), (8192, 8192))
+    assert (create["gpu"], create["region"], create["env"]) == ("H100:2", "us-east", {"A": "1", "MODE": "ci"})
+    assert box.has_task_image is False
+
+
+def test_image_and_named_image_together_are_refused():
+    from pydantic import ValidationError
+
+    from agentcompass.providers.modal import ModalProvider
+
+    with pytest.raises(ValidationError, match="not both"):
+        ModalProvider.Settings(image="a", named_image="b")
+
+
+def test_a_missing_named_image_stops_the_run(fake):
+    from agentcompass.errors import FatalInfraError
+
+    with pytest.raises(FatalInfraError, match="not found"):
+        provider(named_image="missing-image").open(spec())
+
+
+@pytest.mark.parametrize("kind, fatal", [("InvalidError", True), ("PermissionDeniedError", True), ("AuthError", True),
+                                         ("NotFoundError", True), ("ServiceError", False),
+                                         ("ResourceExhaustedError", False), ("ConnectionError", False)])
+def test_errors_are_retried_or_stop_the_run_by_class(fake, monkeypatch, kind, fatal):
+    from agentcompass.errors import FatalInfraError
+
+    monkeypatch.setenv(fake_modal.FAIL_ENV, kind)
+    with pytest.raises((FatalInfraError, InfraError)) as err:
+        provider().open(spec())
+    assert isinstance(err.value, FatalInfraError) is fatal
+    assert err.value.retryable is not fatal and kind in str(err.value) or not fatal
+
+
+def test_a_failed_image_build_is_reported_once_per_image(fake, tmp_path):
+    from agentcompass.errors import BuildFailed
+
+    context = tmp_path / "environment"
+    context.mkdir()
+    (context / "Dockerfile").write_text("FROM scratch\nRUN exit 3\n")
+    p = provider()
+    with pytest.raises(BuildFailed) as first:
+        p.open(spec("a", image=None, build_context=context, log_dir=tmp_path / "a"))
+    with pytest.raises(BuildFailed, match="not built again"):
+        p.open(spec("b", image=None, build_context=context, log_dir=tmp_path / "b"))
+    assert first.value.retryable is False and "build.log" in str(first.value)
+    assert "exit 3" in (tmp_path / "a" / "build.log").read_text()
+    assert len(calls("Sandbox.create")) == 1
+
+
+def test_sandbox_names_follow_modals_rule_and_stay_unique(fake):
+    from agentcompass.providers.modal import modal_name
+    from agentcompass.trial import sandbox_name
+
+    names = {modal_name(sandbox_name("run", "tâche-" + "x" * 150, attempt)) for attempt in (1, 2, 3)}
+    assert len(names) == 3
+    for name in names:
+        assert fake_modal.NAME_RULE.match(name), name
+    assert modal_name("a/b") != modal_name("a:b")
+    box = provider().open(spec("tâche"))  # the fake checks the name as the SDK does
+    box.close()
+
+
+def test_a_command_longer_than_modals_argv_limit_runs_from_a_file(sandbox):
+    payload = "x" * 100_000
+    result = sandbox.exec(f"echo {payload} | wc -c")
+    assert (result.exit_code, result.stdout.strip()) == (0, str(len(payload) + 1))
+
+
+def test_waiting_for_scheduling_is_not_command_time(fake, monkeypatch):
+    monkeypatch.setenv(fake_modal.SCHEDULE_ENV, "2")
+    box = provider().open(spec())
+    result = box.exec("echo ran", timeout=1)
+    box.close()
+    assert (result.exit_code, result.timed_out, result.stdout) == (0, False, "ran\n")
+
+
+def test_a_broken_output_stream_is_no_result(sandbox, monkeypatch):
+    class Broken:
+        def __iter__(self):
+            yield b"partial"
+            raise fake_modal.exception.ConnectionError("stream reset")
+
+    real_exec = sandbox.sandbox.exec
+
+    def exec_with_broken_stdout(*args, **kwargs):
+        process = real_exec(*args, **kwargs)
+        process.stdout = Broken()
+        return process
+
+    monkeypatch.setattr(sandbox.sandbox, "exec", exec_with_broken_stdout)
+    with pytest.raises(InfraError, match="broke off"):
+        sandbox.exec("echo whole")
+
+
+def test_a_failed_terminate_is_logged_not_raised(fake):
+    box = provider().open(spec())
+
+    def refuse(*, wait=False):
+        raise fake_modal.exception.ServiceError("unavailable")
+
+    box.sandbox.terminate = refuse
+    box.close()  # the sandbox's hard lifetime ends it; a finished trial is not thrown away
+    del box.sandbox.terminate
 
 
 def test_without_a_lifetime_the_sandbox_still_has_a_hard_cap(fake):
@@ -344,6 +463,48 @@ def test_config_show_redacts_the_tokens(modal_cli, tmp_path):
     assert show.returncode == 0, show.stderr
     assert SECRET not in show.stdout and "ak-private" not in show.stdout
     assert "***" in show.stdout
+
+
+def test_docs_names_and_aliases_through_the_cli(modal_cli, tmp_path):
+    creds = {"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x"}
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(tmp_path / "out"),
+                         "--benchmark-params", '{"limit": 1}', "--env-params", '{"cpu": 4, "timeout": 3600}',
+                         "environments.modal.memory_mb=2048", env=creds)
+    assert run.returncode == 0, run.stderr
+    [create] = [c["kwargs"] for c in sdk if c["call"] == "Sandbox.create"]
+    assert (create["cpu"], create["memory"], create["timeout"]) == ([4.0, 4.0], [2048, 2048], 3600)
+    show, _ = modal_cli("config", "show", "demo", "oracle", "none", "--env", "modal",
+                        "--env-params", '{"cpus": 2, "idle_timeout_s": 60}', env=creds)
+    assert show.returncode == 0, show.stderr
+    env = show.stdout.split("\nenv:\n", 1)[1]
+    assert "  cpu: 2" in env and "  idle_timeout: 60" in env  # the canonical spelling, whatever was typed
+    assert "cpus" not in env and "idle_timeout_s" not in env
+
+
+def test_an_error_no_retry_can_fix_stops_the_run_with_one_line(modal_cli, tmp_path):
+    results = tmp_path / "out"
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(results),
+                         "--run-name", "bad", "--task-concurrency", "1",
+                         env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x",
+                              fake_modal.FAIL_ENV: "PermissionDeniedError"})
+    assert run.returncode == 2, run.stderr
+    assert "PermissionDeniedError" in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert count(sdk, "Sandbox.create") == 1  # not retried, and no other task tried
+    trials = list(results.glob("bad/*/trials.jsonl"))
+    assert not any(t.read_text().strip() for t in trials)  # nothing recorded: a rerun after the fix runs them
+    [run_json] = results.glob("bad/*/run.json")
+    assert json.loads(run_json.read_text())["status"] == "stopped"
+
+
+def test_a_transient_error_is_retried(modal_cli, tmp_path):
+    results = tmp_path / "out"
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(results),
+                         "--benchmark-params", '{"limit": 1}', "run.retry_backoff_s=0.1",
+                         env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x",
+                              fake_modal.FAIL_ENV: "ResourceExhaustedError:1"})
+    assert run.returncode == 0, run.stderr
+    [trial] = [json.loads(line) for line in next(results.glob("*/*/trials.jsonl")).read_text().splitlines()]
+    assert (trial["status"], trial["retries"]) == ("passed", 1)
 
 
 def test_missing_credentials_exit_2_with_one_line(modal_cli, tmp_path):

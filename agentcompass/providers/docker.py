@@ -21,6 +21,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import AliasChoices, Field
+
 from agentcompass.errors import InfraError, UserError
 from agentcompass.providers.remote import (
     EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed, is_leftover, one_line,
@@ -51,8 +53,9 @@ class DockerProvider:
     class Settings(Strict):
         image: str | None = None  # run-wide image for every task, instead of the task's own
         network: str = "bridge"  # for tasks that allow internet; the others get `none`
-        cpus: Positive | None = None  # overrides the task's cpus (clamped to the engine's CPU count)
-        memory_mb: PositiveInt | None = None  # overrides the task's memory
+        # One spelling across providers (the Modal docs'); the older names are accepted as aliases.
+        cpu: Positive | None = Field(None, validation_alias=AliasChoices("cpus", "cpu"))  # overrides the task's cpus (clamped to the engine's CPU count)
+        memory: PositiveInt | None = Field(None, validation_alias=AliasChoices("memory_mb", "memory"))  # MiB; overrides the task's
         shell: str = "bash"  # runs every exec'd command: SHELL -c CMD
         init: bool = True  # the engine's init as PID 1 reaps the orphans a killed command leaves behind
         output_cap_bytes: PositiveInt = DEFAULT_OUTPUT_CAP  # kept per stream and exec; the rest is dropped and marked
@@ -134,10 +137,10 @@ class DockerProvider:
 
         image, own = self._image_for(spec)
         settings = self.settings
-        cpus = settings.cpus or spec.cpus
+        cpus = settings.cpu or spec.cpus
         if cpus and self._engine_cpus:
             cpus = min(cpus, self._engine_cpus)
-        memory_mb = settings.memory_mb or spec.memory_mb
+        memory_mb = settings.memory or spec.memory_mb
         api = self.client.api
         host_config = api.create_host_config(
             network_mode=settings.network if spec.allow_internet else "none",
