@@ -113,6 +113,8 @@ class RunConfig(Strict):
     retry_errors: bool = False  # on resume, rerun the attempts recorded as errors
     new_run: bool = False  # settings differ from the run's: start `<run_name>-N` beside it instead of refusing
     count_errors_as_failures: bool = False  # errors count as failed attempts in pass@k
+    provider_limit: int | None = Field(None, ge=1)  # sandboxes of the env open at once; default: the provider's
+    env_open_qps: float | None = Field(None, gt=0)  # sandbox creations a second; default: the provider's
 
 
 class ResolvedConfig(Strict):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import structlog
 
 from agentcompass.errors import InfraError, TrialError
+from agentcompass.pacing import Pacer
 from agentcompass.results import TrialResult, now_iso, write_atomic
 from agentcompass.task import AgentOutcome, Task
 
@@ -67,6 +68,10 @@ class OpenSandboxes:
         with self._lock:
             self._open.discard(sandbox)
 
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
     def close_all(self) -> int:
         with self._lock:
             self._closing = True
@@ -92,9 +97,18 @@ class TrialRunner:
     labels: dict[str, str]
     sandboxes: OpenSandboxes
     keep_environment: bool = False
+    pacer: Pacer = field(default_factory=Pacer)  # the env's open-slot limit and creation rate
 
     def run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
-        """Run one attempt; TrialError escapes for the scheduler to retry or record."""
+        """Run one attempt once the pacer gives it a turn; the wait is its `wait` timing, not its time.
+        TrialError escapes for the scheduler to retry or record."""
+        with self.pacer.turn(abort=lambda: self.sandboxes.closing) as waited:
+            result = self._run(task, attempt, trial_dir)
+        if waited:
+            result.timings["wait"] = round(waited, 4)
+        return result
+
+    def _run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
         trial = TrialContext(task.id, attempt, trial_dir, self.run_name, self.labels)
         timings: dict[str, float] = {}
         started = now_iso()

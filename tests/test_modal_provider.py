@@ -507,6 +507,34 @@ def test_a_transient_error_is_retried(modal_cli, tmp_path):
     assert (trial["status"], trial["retries"]) == ("passed", 1)
 
 
+def test_env_open_qps_paces_sandbox_creation(modal_cli, tmp_path):
+    from test_pacing import assert_rate
+
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(tmp_path / "out"),
+                         "--k", "4", "--task-concurrency", "8", "--env-open-qps", "2",
+                         env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x"})
+    assert run.returncode == 0, run.stderr
+    created = sorted(c["t"] for c in sdk if c["call"] == "Sandbox.create")
+    assert len(created) == 24
+    assert_rate(created, 2, 2)
+    trials = [json.loads(line) for line in next((tmp_path / "out").glob("*/*/trials.jsonl")).read_text().splitlines()]
+    waited = [t for t in trials if t["timings"].get("wait", 0) > 1]
+    assert waited and all(t["timings"]["total"] < t["timings"]["wait"] + 30 for t in waited)
+    assert all(t["timings"]["total"] < 30 for t in trials)  # the wait is not the trial's time
+
+
+def test_provider_limit_caps_open_sandboxes(modal_cli, tmp_path):
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(tmp_path / "out"),
+                         "--k", "3", "--task-concurrency", "8", "--provider-limit", "3", "run.env_open_qps=100",
+                         env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x"})
+    assert run.returncode == 0, run.stderr
+    open_now = most = 0
+    for call in sdk:  # in the order the fake recorded them
+        open_now += {"Sandbox.create": 1, "Sandbox.terminate": -1}.get(call["call"], 0)
+        most = max(most, open_now)
+    assert most == 3 and count(sdk, "Sandbox.create") == 18
+
+
 def test_missing_credentials_exit_2_with_one_line(modal_cli, tmp_path):
     run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(tmp_path / "out"))
     assert run.returncode == 2

@@ -91,6 +91,9 @@ def modal_name(name: str) -> str:
 class ModalProvider:
     name = "modal"
     extra, extra_modules = "modal", ("modal",)  # checked before a run (registry.check_extra)
+    # Pacing defaults (run.env_open_qps / run.provider_limit override them): Modal answers
+    # ResourceExhaustedError past a few sandbox creations a second; concurrency is the account's to cap.
+    default_open_qps, default_provider_limit = 4.0, None
 
     class Settings(Strict):
         """The names of the Modal docs' parameter table; the older spellings are accepted as aliases (listed
