@@ -250,6 +250,7 @@ def cmd_config_show(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def cmd_list(args: argparse.Namespace, argv: list[str]) -> int:
+    from agentcompass.commands.env import cheap_status
     from agentcompass.config import PLURALS, describe, group_entries, search_roots
 
     roots = search_roots(list(args.config_dir))
@@ -259,7 +260,8 @@ def cmd_list(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"{plural}:")
         width = max((len(n) for n in entries), default=0)
         for name, path in sorted(entries.items()):
-            print(f"  {name.ljust(width)}  {describe(path)}")
+            status = f"  {cheap_status(name, roots)}" if plural == "envs" else ""
+            print(f"  {name.ljust(width)}  {describe(path)}{status}")
     return 0
 
 
@@ -282,13 +284,15 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 0
         sub = commands[command]
-        if command == "config":
-            if len(argv) < 2 or argv[1] not in ("show", "-h", "--help"):
-                raise UserError("agentcompass config: expected 'show'; see 'agentcompass config --help'")
-            if argv[1] != "show":
+        nested = subcommands(sub)  # `config show`, `env check`
+        if nested:
+            if len(argv) < 2 or argv[1] not in (*nested, "-h", "--help"):
+                raise UserError(f"agentcompass {command}: expected {' or '.join(repr(n) for n in nested)}; "
+                                f"see 'agentcompass {command} --help'")
+            if argv[1] not in nested:
                 sub.print_help()
                 return 0
-            sub, argv = subcommands(sub)["show"], argv[1:]
+            sub, argv = nested[argv[1]], argv[1:]
         # Intermixed parsing: flags, names and KEY=VALUE overrides in any order.
         args = sub.parse_intermixed_args(argv[1:])
         args.command = command

@@ -121,6 +121,9 @@ class Client:
             raise exception.AuthError("Token ID is malformed")
         return cls(token_id)
 
+    def hello(self) -> None:
+        record("Client.hello", self)
+
     def describe(self) -> str:
         return f"client:{self.token_id}"
 

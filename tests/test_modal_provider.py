@@ -72,6 +72,8 @@ def sandbox(fake):
 
 # -- the SDK boundary -----------------------------------------------------------------------------
 def test_every_sdk_call_binds_to_the_real_signature(fake, real_modal, tmp_path):
+    from agentcompass.providers.modal import ModalProvider
+
     context = tmp_path / "env"
     context.mkdir()
     (context / "Dockerfile").write_text("FROM scratch\nWORKDIR /app\n")
@@ -87,9 +89,11 @@ def test_every_sdk_call_binds_to_the_real_signature(fake, real_modal, tmp_path):
     p.open(spec("t3"))
     p.open(spec("t3")).close()  # the name is taken: the holder's tags are read
     assert p.cleanup("r") == 0
+    assert ModalProvider.readiness({"token_id": "ak-test", "token_secret": SECRET}, live=True).ready
     provider(named_image="published", gpu="A10G", env_variables={"X": "1"}).open(spec("t4")).close()
     real = {
         "Client.from_credentials": (real_modal.Client.from_credentials, True),
+        "Client.hello": (real_modal.Client.hello, False),
         "App.lookup": (real_modal.App.lookup, False),
         "Image.from_registry": (real_modal.Image.from_registry, False),
         "Image.from_dockerfile": (real_modal.Image.from_dockerfile, False),
@@ -624,6 +628,83 @@ def test_cleanup_takes_credentials_from_a_private_config(modal_cli, tmp_path):
     assert run.returncode == 0, run.stderr
     assert {tuple(c["args"]) for c in sdk if c["call"] == "Client.from_credentials"} == {("ak-private", SECRET)}
     assert SECRET not in run.stdout + run.stderr
+
+
+# -- env check modal --------------------------------------------------------------------------------
+def env_check(modal_cli, tmp_path, *extra: str, env: dict[str, str] | None = None):
+    run, sdk = modal_cli("env", "check", "modal", *extra, env=env)
+    return run, [tuple(c["args"]) for c in sdk if c["call"] == "Client.from_credentials"], sdk
+
+
+def modal_toml(tmp_path: Path, text: str) -> dict[str, str]:
+    path = tmp_path / "profiles.toml"
+    path.write_text(text)
+    return {"MODAL_CONFIG_PATH": str(path)}
+
+
+PROFILE = '[work]\nactive = true\ntoken_id = "ak-file"\ntoken_secret = "' + SECRET + '"\nenvironment = "dev"\n'
+
+
+@pytest.mark.parametrize("source", ["config", "environment", "profile"])
+def test_env_check_names_each_credential_source_alone(modal_cli, tmp_path, source):
+    extra = ("--config", str(private_config(tmp_path))) if source == "config" else ()
+    env = {"config": {"MY_MODAL_SECRET": SECRET},
+           "environment": {"MODAL_TOKEN_ID": "ak-env", "MODAL_TOKEN_SECRET": SECRET},
+           "profile": modal_toml(tmp_path, PROFILE)}[source]
+    run, used, sdk = env_check(modal_cli, tmp_path, *extra, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    expected = {"config": ("--config " + str(tmp_path / "private.yaml"), "ak-private"),
+                "environment": ("MODAL_TOKEN_ID and MODAL_TOKEN_SECRET", "ak-env"),
+                "profile": ("profile 'work' of " + str(tmp_path / "profiles.toml"), "ak-file")}[source]
+    assert run.stdout.startswith("env modal: ready") and expected[0] in run.stdout
+    assert used == [(expected[1], SECRET)] and any(c["call"] == "Client.hello" for c in sdk)
+    assert SECRET not in run.stdout + run.stderr
+    if source == "profile":
+        assert "environment: dev (from the profile)" in run.stdout
+
+
+def test_env_check_with_every_source_uses_the_config_file(modal_cli, tmp_path):
+    env = {"MY_MODAL_SECRET": SECRET, "MODAL_TOKEN_ID": "ak-env", "MODAL_TOKEN_SECRET": "as-env",
+           **modal_toml(tmp_path, PROFILE)}
+    run, used, _ = env_check(modal_cli, tmp_path, "--config", str(private_config(tmp_path)), env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert used == [("ak-private", SECRET)] and "--config" in run.stdout and SECRET not in run.stdout + run.stderr
+
+
+def test_env_check_without_credentials_exits_1_with_the_setup_steps(modal_cli, tmp_path):
+    run, used, _ = env_check(modal_cli, tmp_path)
+    assert run.returncode == 1 and used == []
+    assert "not ready" in run.stdout
+    for step in ("modal setup", "modal token set", "MODAL_TOKEN_ID", "--config FILE"):
+        assert step in run.stdout
+
+
+def test_env_check_with_rejected_credentials_exits_1(modal_cli, tmp_path):
+    run, _, _ = env_check(modal_cli, tmp_path, env={"MODAL_TOKEN_ID": fake_modal.REJECTED_TOKEN,
+                                                    "MODAL_TOKEN_SECRET": SECRET})
+    assert run.returncode == 1 and "rejected" in run.stdout and SECRET not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[a]\ntoken_id = 'x'\n[b\n", "is not valid TOML"),
+    ("[a]\nactive = true\n[b]\nactive = true\n", "several Modal profiles active"),
+    ("[a]\ntoken_id = 'x'\ntoken_secret = 'y'\n[b]\ntoken_id = 'x'\ntoken_secret = 'y'\n", "none is active"),
+])
+def test_a_modal_toml_the_sdk_would_refuse_is_one_line(modal_cli, tmp_path, text, expected):
+    run, used, _ = env_check(modal_cli, tmp_path, env=modal_toml(tmp_path, text))
+    assert run.returncode == 1 and expected in run.stdout and used == [] and "Traceback" not in run.stderr
+    again, _ = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(tmp_path / "o"),
+                         env=modal_toml(tmp_path, text))
+    assert again.returncode == 2 and expected in again.stderr and len(again.stderr.strip().splitlines()) == 1
+
+
+def test_list_envs_shows_readiness_without_the_network(modal_cli, tmp_path):
+    run, sdk = modal_cli("list", "envs", env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x"})
+    assert run.returncode == 0, run.stderr
+    assert [line for line in run.stdout.splitlines() if line.strip().startswith("modal")][0].endswith("[ready]")
+    assert sdk == []  # no client was made
+    bare, _ = modal_cli("list", "envs")
+    assert "not ready: credentials: none found; see `agentcompass env check modal`" in bare.stdout
 
 
 # -- live Modal (opt in) ----------------------------------------------------------------------------

@@ -8,4 +8,5 @@ COMMAND_MODULES: dict[str, str] = {
     "eval": "agentcompass.commands.evaluate",
     "cleanup": "agentcompass.commands.cleanup",
     "validate": "agentcompass.commands.validate",
+    "env": "agentcompass.commands.env",
 }

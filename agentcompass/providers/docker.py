@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import AliasChoices, Field
 
 from agentcompass.errors import InfraError, UserError
+from agentcompass.readiness import docker_readiness
 from agentcompass.providers.remote import (
     EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed, is_leftover, one_line,
     process_owner, read_frames, upload_archive,
@@ -48,6 +49,7 @@ def docker_host() -> str:
 
 
 class DockerProvider:
+    readiness = staticmethod(docker_readiness)  # `env check docker`
     name = "docker"
 
     class Settings(Strict):

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
+from agentcompass.readiness import local_readiness
 from agentcompass.errors import InfraError, UserError
 from agentcompass.sandbox import ExecResult, SandboxSpec, cap_output
 from agentcompass.schema import Strict
@@ -86,6 +87,7 @@ def host_root_binds() -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 class LocalProvider:
     name = "local"
+    readiness = staticmethod(local_readiness)  # `env check local`
 
     class Settings(Strict):
         isolation: Literal["auto", "bwrap", "none"] = "auto"
