@@ -33,7 +33,8 @@ class Task:
     build_timeout_s: float | None = None
     data: dict[str, Any] = field(default_factory=dict)  # format-specific payload
 
-    def sandbox_spec(self, name: str, labels: dict[str, str], log_dir: Path | None) -> SandboxSpec:
+    def sandbox_spec(self, name: str, labels: dict[str, str], log_dir: Path | None,
+                     harness_limit_s: float | None = None) -> SandboxSpec:
         return SandboxSpec(
             name=name,
             workdir=self.workdir,
@@ -45,15 +46,17 @@ class Task:
             memory_mb=self.memory_mb,
             allow_internet=self.allow_internet,
             labels=labels,
-            lifetime_s=self.lifetime_s(),
+            lifetime_s=self.lifetime_s(harness_limit_s),
             log_dir=log_dir,
         )
 
-    def lifetime_s(self) -> float | None:
-        """How long a sandbox may live at most: every phase's timeout plus a margin for staging.
+    def lifetime_s(self, harness_limit_s: float | None = None) -> float | None:
+        """How long a sandbox may live at most: every phase's timeout plus a margin for staging; the agent's
+        phase is the harness's own time limit when that is longer (mini_swe_agent's wall_time_limit_s).
 
         Cloud providers pass it to their platform, so a sandbox whose orchestrator died still ends."""
-        phases = [self.build_timeout_s, self.agent_timeout_s, self.verify_timeout_s]
+        agent = max(self.agent_timeout_s or 0, harness_limit_s or 0) or None
+        phases = [self.build_timeout_s, agent, self.verify_timeout_s]
         if not any(phases):
             return None
         return sum(p or 0 for p in phases) + LIFETIME_MARGIN_S

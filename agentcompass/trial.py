@@ -123,7 +123,9 @@ class TrialRunner:
                 timings[name] = round(time.monotonic() - start, 4)
 
         labels = {"agentcompass": "1", "run": self.run_name, "trial": f"{task.id}.{attempt}"}
-        spec = task.sandbox_spec(sandbox_name(self.run_name, task.id, attempt), labels, trial_dir)
+        time_limit = getattr(self.harness, "time_limit_s", None)  # a harness's own limit may outlast the task's
+        spec = task.sandbox_spec(sandbox_name(self.run_name, task.id, attempt), labels, trial_dir,
+                                 time_limit(task) if callable(time_limit) else None)
         with phase("open"):
             sandbox = TimedSandbox(self.provider.open(spec))
         self.sandboxes.add(sandbox)

@@ -750,3 +750,25 @@ def test_sandbox_lifetime_defaults_to_the_tasks_timeouts_plus_a_margin():
     task = Task(id="t", instruction="", agent_timeout_s=900, verify_timeout_s=300, build_timeout_s=None)
     assert task.sandbox_spec("n", {}, None).lifetime_s == 900 + 300 + LIFETIME_MARGIN_S
     assert Task(id="u", instruction="").sandbox_spec("n", {}, None).lifetime_s is None
+    # A harness limit longer than the task's agent timeout (mini_swe_agent's wall_time_limit_s) extends it.
+    assert task.sandbox_spec("n", {}, None, 3600).lifetime_s == 3600 + 300 + LIFETIME_MARGIN_S
+    assert task.sandbox_spec("n", {}, None, 60).lifetime_s == 900 + 300 + LIFETIME_MARGIN_S
+
+
+def test_the_trial_gives_the_sandbox_the_harness_time_limit(tmp_path):
+    from agentcompass.harnesses.mini_swe_agent import MiniSweAgentHarness
+    from agentcompass.trial import OpenSandboxes, TrialRunner
+
+    class Refuse:
+        specs: list = []
+
+        def open(self, spec):
+            self.specs.append(spec)
+            raise InfraError("stop here")
+
+    harness = MiniSweAgentHarness(wall_time_limit_s=5000)
+    provider = Refuse()
+    runner = TrialRunner(None, harness, provider, None, "r", {}, OpenSandboxes())
+    with pytest.raises(InfraError):
+        runner.run(Task(id="t", instruction="", agent_timeout_s=600, verify_timeout_s=60), 1, tmp_path)
+    assert provider.specs[0].lifetime_s == 5000 + 60 + LIFETIME_MARGIN_S

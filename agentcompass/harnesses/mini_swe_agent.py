@@ -192,6 +192,10 @@ class MiniSweAgentHarness:
             raise UserError(f"mini_swe_agent prompt_config '{self.settings.prompt_config}' asks for model_class "
                             f"'{model_class}'; supported: {', '.join(LITELLM_MODEL_CLASSES)}")
 
+    def time_limit_s(self, task: Task) -> float | None:
+        """The agent's wall-clock limit: the setting, else the task's agent timeout (the sandbox lives this long)."""
+        return self.settings.wall_time_limit_s or task.agent_timeout_s
+
     def run(
         self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
     ) -> AgentOutcome:
@@ -199,7 +203,7 @@ class MiniSweAgentHarness:
         kwargs = completion_kwargs(model)
         secret = kwargs.get("api_key")
         meter = Meter(model)
-        wall_s = self.settings.wall_time_limit_s or task.agent_timeout_s or 0
+        wall_s = self.time_limit_s(task) or 0
         lm = self._model(meter, kwargs)
         env = self._environment(task, sandbox, trial, secret, wall_s)
         agent_cfg = {**self.prompt["agent"], "step_limit": self.settings.step_limit,
