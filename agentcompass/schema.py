@@ -40,6 +40,7 @@ class Recipe(Strict):
     resources: Resources = Field(default_factory=Resources)
     allow_internet: bool | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    build_args: dict[str, str] = Field(default_factory=dict)  # ARGs of the tasks' Dockerfiles, e.g. BASE_IMAGE
     params: dict[str, Any] = Field(default_factory=dict)
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per provider name
     base_dir: str | None = None  # where the recipe file lives: relative source paths start here

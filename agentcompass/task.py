@@ -21,6 +21,7 @@ class Task:
     workdir: str = "/app"
     image: str | None = None
     build_context: Path | None = None
+    build_args: dict[str, str] = field(default_factory=dict)  # the Dockerfile's ARGs
     runs_on_host: bool = False
     seed_dir: Path | None = None  # copied into the workdir where no image is built (local)
     setup_script: Path | None = None  # run in the workdir after seeding, where no image is built
@@ -40,6 +41,7 @@ class Task:
             workdir=self.workdir,
             image=self.image,
             build_context=self.build_context,
+            build_args=dict(self.build_args),
             runs_on_host=self.runs_on_host,
             env=dict(self.env),
             cpus=self.cpus,

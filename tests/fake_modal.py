@@ -153,9 +153,10 @@ class Image:
         return Image(registry=tag)
 
     @staticmethod
-    def from_dockerfile(path: str | Path, *, context_dir: str | Path | None = None, add_python: str | None = None,
-                        **kwargs: Any) -> "Image":
-        record("Image.from_dockerfile", path, context_dir=context_dir, add_python=add_python, **kwargs)
+    def from_dockerfile(path: str | Path, *, context_dir: str | Path | None = None, build_args: dict[str, str] = {},
+                        add_python: str | None = None, **kwargs: Any) -> "Image":
+        record("Image.from_dockerfile", path, context_dir=context_dir, build_args=build_args, add_python=add_python,
+               **kwargs)
         return Image(dockerfile=str(path), context_dir=str(context_dir))
 
     @staticmethod

@@ -456,6 +456,9 @@ def test_demo_end_to_end_on_fake_modal(modal_cli, tmp_path):
         # No sandbox outlives its task: agent 300 s + verifier 60 s (every demo task.toml) + the margin.
         assert kwargs["workdir"] == "/app" and kwargs["timeout"] == 300 + 60 + LIFETIME_MARGIN_S
     assert {tuple(c["args"]) for c in sdk if c["call"] == "Client.from_credentials"} == {("ak-private", SECRET)}
+    # The Dockerfiles build FROM the recipe's base (a public one by default; the tests' offline one here).
+    builds = [c["kwargs"]["build_args"] for c in sdk if c["call"] == "Image.from_dockerfile"]
+    assert builds == [{"BASE_IMAGE": "agentcompass/base:bookworm"}] * 6
     for path in results.rglob("*"):
         if path.is_file():
             assert SECRET not in path.read_text(errors="replace"), path

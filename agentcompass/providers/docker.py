@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import AliasChoices, Field
 
-from agentcompass.errors import InfraError, UserError
+from agentcompass.errors import BuildFailed, InfraError, UserError
 from agentcompass.readiness import docker_readiness
 from agentcompass.providers.remote import (
     EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed, is_leftover, one_line,
@@ -76,6 +76,8 @@ class DockerProvider:
         self._ready: set[str] = set()  # images known to be present on the engine
         self._tags: dict[Path, str] = {}  # build context -> content-hash tag
         self._registry_checked = False
+        self._bases_checked: set[str] = set()  # FROM images found in their registry before the run
+        self._failed_builds: dict[str, str] = {}  # build context and args -> the failure, reported once
         self._owner = process_owner(uuid.uuid4().hex[:8])  # labels our containers, for the name-clash rule
 
     # -- engine --------------------------------------------------------------------------
@@ -123,6 +125,7 @@ class DockerProvider:
             if spec.build_context is None:
                 raise UserError(f"task '{spec.name}' names no image and has no environment/Dockerfile; "
                                 "pass one with --env-params '{\"image\": \"NAME\"}'")
+            self._check_build_bases(spec)
             return
         if self._registry_checked or self._has_image(image):
             return
@@ -212,7 +215,43 @@ class DockerProvider:
             return spec.image, True
         if spec.build_context is None:
             raise InfraError(f"sandbox {spec.name} has no image and no Dockerfile to build")
-        return self._build(spec.build_context, spec.log_dir), True
+        return self._build_once(spec), True
+
+    def _build_once(self, spec: SandboxSpec) -> str:
+        """Build the task's image; a failed build is recorded once per image and never retried: every
+        other trial needing it fails at once (building again would fail the same way)."""
+        assert spec.build_context is not None
+        key = f"{spec.build_context} {sorted(spec.build_args.items())}"
+        with self._lock:
+            failed = self._failed_builds.get(key)
+        if failed:
+            raise BuildFailed(f"{failed} (not built again)")
+        try:
+            return self._build(spec.build_context, spec.log_dir, spec.build_args)
+        except InfraError as exc:
+            with self._lock:
+                self._failed_builds[key] = str(exc)
+            raise BuildFailed(str(exc)) from exc
+
+    def _check_build_bases(self, spec: SandboxSpec) -> None:
+        """Before the run: each image a task's Dockerfile builds FROM is local or in its registry; else one
+        line on how to have it (the offline base is built, never pulled)."""
+        import docker
+
+        assert spec.build_context is not None
+        dockerfile = (spec.build_context / "Dockerfile").read_text(encoding="utf-8", errors="replace")
+        for base in base_images(dockerfile, spec.build_args):
+            if base in self._bases_checked or self._has_image(base):
+                continue
+            try:
+                self.client.api.inspect_distribution(base)
+            except docker.errors.APIError as exc:
+                raise UserError(f"task '{spec.name}' builds FROM '{base}', which is neither on this Docker engine nor "
+                                f"in its registry ({one_line(getattr(exc, 'explanation', None) or exc)[:160]}); make it "
+                                "available, or choose another base with the recipe's build_args (the demo, offline: "
+                                "scripts/build-base-image.sh, then export AGENTCOMPASS_BASE_IMAGE=agentcompass/base:bookworm)"
+                                ) from exc
+            self._bases_checked.add(base)
 
     def _pull(self, image: str) -> None:
         import docker
@@ -232,7 +271,7 @@ class DockerProvider:
                 raise InfraError(pull_failure(image, exc)) from exc
             self._ready.add(image)
 
-    def _build(self, context: Path, log_dir: Path | None) -> str:
+    def _build(self, context: Path, log_dir: Path | None, build_args: dict[str, str] | None = None) -> str:
         import docker
 
         task = context.parent.name
@@ -240,7 +279,8 @@ class DockerProvider:
             tag = self._tags.get(context)
         if tag is None:
             # The base images' ids are part of the identity: a rebuilt base means a rebuilt task image.
-            identity = hashlib.sha256(f"{context_digest(context)}\n{self._base_ids(context)}".encode()).hexdigest()
+            identity = hashlib.sha256(f"{context_digest(context)}\n{self._base_ids(context, build_args or {})}\n"
+                                      f"{sorted((build_args or {}).items())}".encode()).hexdigest()
             tag = f"agentcompass-task/{repository_name(task)}:{identity[:16]}"
             with self._lock:
                 self._tags[context] = tag
@@ -258,7 +298,7 @@ class DockerProvider:
                 with log:
                     log.write(f"building {tag} from {context}\n")
                     stream = self.client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
-                                                   timeout=int(self.settings.build_timeout_s))
+                                                   timeout=int(self.settings.build_timeout_s), buildargs=build_args or None)
                     for event in stream:
                         text = event.get("stream") or event.get("status") or ""
                         if text:
@@ -276,12 +316,12 @@ class DockerProvider:
             return tag
 
 
-    def _base_ids(self, context: Path) -> str:
+    def _base_ids(self, context: Path, build_args: dict[str, str]) -> str:
         """The local image ids of the Dockerfile's FROM images (`missing` for one the build will pull)."""
         import docker
 
         ids = []
-        for ref in from_images((context / "Dockerfile").read_text(encoding="utf-8", errors="replace")):
+        for ref in base_images((context / "Dockerfile").read_text(encoding="utf-8", errors="replace"), build_args):
             try:
                 ids.append(self.client.api.inspect_image(ref)["Id"])
             except docker.errors.ImageNotFound:
@@ -303,6 +343,18 @@ def from_images(dockerfile: str) -> list[str]:
         if len(words) >= 4 and words[2].upper() == "AS":
             stages.add(words[3])
     return images
+
+
+def base_images(dockerfile: str, build_args: dict[str, str]) -> list[str]:
+    """from_images with `${NAME}` / `$NAME` filled in from the build args, else the ARG's default."""
+    values = {}
+    for line in dockerfile.splitlines():
+        words = line.split(None, 1)
+        if len(words) == 2 and words[0].upper() == "ARG":
+            name, _, default = words[1].strip().partition("=")
+            values[name] = default.strip().strip('"')
+    values.update(build_args)
+    return [re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m[1], m[0]), ref) for ref in from_images(dockerfile)]
 
 
 def pull_failure(image: str, answer: Any) -> str:

@@ -284,7 +284,7 @@ class ModalProvider:
             spec.log_dir.mkdir(parents=True, exist_ok=True)
             (spec.log_dir / "build.log").write_text(str(exc), encoding="utf-8")
         message = f"task '{spec.name}': Modal image build failed ({one_line(exc)[:200]}); see {log}"
-        if key != str(spec.build_context):  # the run-wide image: no task can run
+        if self.settings.image or self.settings.named_image:  # the run-wide image: no task can run
             return FatalInfraError(message)
         with self._lock:
             self._failed_builds[key] = message
@@ -308,7 +308,9 @@ class ModalProvider:
     # -- images --------------------------------------------------------------------------
     def _image_key(self, spec: SandboxSpec) -> str:
         s = self.settings
-        return (f"named:{s.named_image}" if s.named_image else s.image or spec.image or str(spec.build_context))
+        if s.named_image or s.image or spec.image:
+            return f"named:{s.named_image}" if s.named_image else str(s.image or spec.image)
+        return f"{spec.build_context} {sorted(spec.build_args.items())}"
 
     def _image_for(self, spec: SandboxSpec, client: "modal.Client") -> tuple["modal.Image", bool]:
         """The image to run and whether it is the task's own (then it already holds the task's files).
@@ -335,7 +337,7 @@ class ModalProvider:
                 else:
                     context = spec.build_context
                     image = modal.Image.from_dockerfile(context / "Dockerfile", context_dir=context,
-                                                        add_python=s.add_python)
+                                                        build_args=spec.build_args, add_python=s.add_python)
             except modal.exception.NotFoundError as exc:
                 raise FatalInfraError(f"Modal image '{s.named_image}' not found ({one_line(exc)[:200]}); "
                                       "check named_image and environment_name") from exc
