@@ -79,14 +79,19 @@ def readiness_of(cls: Any, settings: dict[str, Any], live: bool, config_source: 
 
 
 def cheap_status(env: str, roots: list[Path]) -> str:
-    """`list envs`' column: readiness without the network; never raises."""
+    """`list envs`' column: readiness without the network or Hydra (the YAML read as is); never raises."""
+    import yaml
+
+    from agentcompass.catalog import group_entries
+    from agentcompass.registry import resolve
+
     try:
-        cls, settings, _ = env_settings(env, roots, [])
-        report = readiness_of(cls, settings, live=False)
+        data = yaml.safe_load(group_entries("env", roots)[env].read_text(encoding="utf-8")) or {}
+        cls = resolve("provider", data.get("impl") or data.get("name") or env)
+        report = readiness_of(cls, {k: v for k, v in data.items() if k not in COMMON_KEYS}, live=False)
     except Exception as exc:  # a broken YAML or a missing SDK must not break `list`
         return f"[not ready: {' '.join(str(exc).split())[:80]}]"
     if report.ready:
         return "[ready]"
     reason = report.facts[-1].split(" (")[0]
     return f"[not ready: {reason}; see `agentcompass env check {env}`]"
-

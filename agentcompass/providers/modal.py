@@ -27,8 +27,6 @@ import uuid
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
-import structlog
-
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 
 from agentcompass.errors import BuildFailed, FatalInfraError, InfraError, TrialError, UserError
@@ -42,8 +40,6 @@ from agentcompass.schema import Positive, PositiveInt, Strict
 
 if TYPE_CHECKING:
     import modal
-
-log = structlog.get_logger("agentcompass")
 
 DEFAULT_LIFETIME_S = 2 * 3600  # when neither the settings nor the task say how long a sandbox may live
 MAX_LIFETIME_S = 24 * 3600  # Modal's own ceiling for a sandbox's timeout
@@ -547,7 +543,9 @@ class ModalSandbox(RemoteSandbox):
         except modal.exception.NotFoundError:
             pass
         except modal.exception.Error as exc:  # its hard lifetime ends it anyway: not worth a finished trial
-            log.warning("cannot terminate a Modal sandbox; it ends at its timeout", sandbox=self.id,
+            import structlog
+
+            structlog.get_logger("agentcompass").warning("cannot terminate a Modal sandbox; it ends at its timeout", sandbox=self.id,
                         error=one_line(exc)[:300])
         finally:
             try:
