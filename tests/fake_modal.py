@@ -3,7 +3,11 @@
 Each fake sandbox is a directory used as `/` under bubblewrap (the host's system folders
 mounted read-only on top, the host's /proc so a kill by environment mark works across execs),
 so commands, tar file transfer and grading all really happen. An image built `from_dockerfile`
-is emulated by applying the Dockerfile's WORKDIR, COPY and RUN lines to that root.
+is emulated by applying the Dockerfile's WORKDIR, COPY and RUN lines to that root (a failing RUN is
+ImageBuildError). Values are checked as the SDK checks them (names, argv length, absolute workdir,
+request <= limit, timeout range); an exec timeout ends the exec'd process only, as Modal does.
+FAKE_MODAL_CREATE_FAILS="ErrorClass[:N]" makes Sandbox.create raise that error (the first N times);
+FAKE_MODAL_SCHEDULE_S=S makes a new sandbox run commands only S seconds after create returns.
 
 Every call is appended to `calls` and, when FAKE_MODAL_LOG names a file, to that file as JSON
 lines, so a test can read what a CLI subprocess asked of the SDK. FAKE_MODAL_LOSE="A,B" makes
@@ -212,8 +216,9 @@ class ContainerProcess:
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            # Modal ends the exec'd process alone: what it forked is the provider's to kill (by its mark).
             self.killed_at_timeout = True
-            kill_group(self.proc)
+            self.proc.kill()
 
     def wait(self) -> int:
         code = self.proc.wait()

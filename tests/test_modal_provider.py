@@ -775,3 +775,13 @@ def test_the_trial_gives_the_sandbox_the_harness_time_limit(tmp_path):
     with pytest.raises(InfraError):
         runner.run(Task(id="t", instruction="", agent_timeout_s=600, verify_timeout_s=60), 1, tmp_path)
     assert provider.specs[0].lifetime_s == 5000 + 60 + LIFETIME_MARGIN_S
+
+
+@pytest.mark.modal
+def test_live_env_check_then_validate_demo(live, cli, tmp_path):
+    """A new user's first two steps on real Modal: the credentials work, then the demo validates."""
+    check = cli("env", "check", "modal")
+    assert check.returncode == 0 and "Modal accepted the credentials" in check.stdout, check.stdout + check.stderr
+    env = {"AGENTCOMPASS_BASE_IMAGE": "python:3.11-slim-bookworm"}  # the public base, as a user has it
+    run = cli("validate", "demo", "--env", "modal", "--results-dir", str(tmp_path), env=env, timeout=1800)
+    assert run.returncode == 0, run.stdout + run.stderr
