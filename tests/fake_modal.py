@@ -46,6 +46,8 @@ calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
 _lock = threading.Lock()
 _lost: set[str] = set()  # FAKE_MODAL_LOSE patterns that already cost a sandbox
 _failed_creates = itertools.count()
+_reserved: dict[str, float] = {}  # names of sandboxes still terminating -> when they are free
+NAME_RELEASE_S = 1.0
 _ids = itertools.count(1)
 
 
@@ -75,6 +77,7 @@ def reset() -> None:
         calls.clear()
         _lost.clear()
         Sandbox.running.clear()
+        _reserved.clear()
         global _failed_creates
         _failed_creates = itertools.count()
 
@@ -280,7 +283,8 @@ class Sandbox:
             if not times or next(_failed_creates) < int(times):
                 raise getattr(exception, kind)(f"fake {kind}")
         with _lock:
-            if name and any(s.name == name for s in Sandbox.running.values()):
+            if name and (any(s.name == name for s in Sandbox.running.values())
+                         or _reserved.get(name, 0) > time.monotonic()):
                 raise exception.AlreadyExistsError(f"sandbox {name} already exists")
         sandbox = Sandbox(name, tags or {}, workdir or "/", {k: v for k, v in (env or {}).items() if v}, block_network)
         sandbox._build(image)
@@ -367,6 +371,9 @@ class Sandbox:
         record("Sandbox.terminate", self, wait=wait)
         self._end()
         shutil.rmtree(self.root, ignore_errors=True)
+        if not wait and self.name:  # Modal frees the name only once the termination has completed
+            with _lock:
+                _reserved[self.name] = time.monotonic() + NAME_RELEASE_S
 
     def poll(self) -> int | None:
         record("Sandbox.poll", self)

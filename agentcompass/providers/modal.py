@@ -48,7 +48,8 @@ NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")  # the SDK'
 MISSING_EXIT = 44  # the download script's exit code for a path that does not exist
 UPLOAD_CHUNK = 1024 * 1024
 MAX_INLINE_COMMAND = 60 * 1024  # Modal refuses an exec whose arguments pass 64 KiB (ARG_MAX_BYTES in the SDK)
-TRANSFER_TIMEOUT_S = 1800  # a tar upload or download: Modal ends it past this
+TRANSFER_TIMEOUT_S = 1800
+NAME_RELEASE_WAIT_S = 60  # how long a terminating sandbox may keep its name from the next attempt  # a tar upload or download: Modal ends it past this
 CREDENTIALS_HINT = ("no Modal credentials: set environments.modal.token_id and token_secret in a private --config file, "
                     "or MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, or run `modal token new` (~/.modal.toml)")
 SETUP_STEPS = (
@@ -253,17 +254,7 @@ class ModalProvider:
                       memory=request_and_limit(s.memory or spec.memory_mb), region=s.region,
                       block_network=block, client=client)
         try:
-            try:
-                sandbox = modal.Sandbox.create(**create)
-            except modal.exception.AlreadyExistsError:
-                # Only this very trial's leftover (a dead earlier process's) is replaced; never a live sibling's.
-                holder = modal.Sandbox.from_name(s.app_name, name, environment_name=s.environment_name, client=client)
-                if not is_leftover(holder.get_tags(), True, spec.labels, self._owner):
-                    raise InfraError(f"Modal sandbox name {name} is held by a live sandbox of another process; is another "
-                                     f"run using this run name? end it, or: agentcompass cleanup --env modal --run-name "
-                                     f"{spec.labels.get('run', 'NAME')}")
-                holder.terminate()
-                sandbox = modal.Sandbox.create(**create)
+            sandbox = self._create(create, spec)
         except modal.exception.ImageBuildError as exc:
             raise self._build_failed(spec, exc) from exc
         except modal.exception.Error as exc:
@@ -271,6 +262,32 @@ class ModalProvider:
         box = ModalSandbox(sandbox, spec, s, has_task_image=own)
         box.wait_ready(s.ready_timeout)
         return box
+
+    def _create(self, create: dict[str, Any], spec: SandboxSpec) -> "modal.Sandbox":
+        """Sandbox.create; a name still held is waited for while its sandbox ends (an earlier attempt's, just
+        terminated), and replaced when it is this very trial's leftover (a dead earlier process's), never
+        when it is a live sibling's."""
+        import modal
+
+        s, name = self.settings, create["name"]
+        deadline = time.monotonic() + NAME_RELEASE_WAIT_S
+        while True:
+            try:
+                return modal.Sandbox.create(**create)
+            except modal.exception.AlreadyExistsError:
+                try:
+                    holder = modal.Sandbox.from_name(s.app_name, name, environment_name=s.environment_name,
+                                                     client=create["client"])
+                except modal.exception.NotFoundError:  # it is ending: Modal frees the name once it has
+                    if time.monotonic() > deadline:
+                        raise InfraError(f"Modal sandbox name {name} was not freed within {NAME_RELEASE_WAIT_S}s")
+                    time.sleep(0.5)
+                    continue
+                if not is_leftover(holder.get_tags(), True, spec.labels, self._owner):
+                    raise InfraError(f"Modal sandbox name {name} is held by a live sandbox of another process; is another "
+                                     f"run using this run name? end it, or: agentcompass cleanup --env modal --run-name "
+                                     f"{spec.labels.get('run', 'NAME')}")
+                holder.terminate(wait=True)  # the name is free only once the termination completed
 
     def _build_failed(self, spec: SandboxSpec, exc: Exception) -> TrialError:
         """An image that failed to build fails every trial that needs it at once, without building again."""
