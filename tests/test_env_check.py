@@ -49,3 +49,8 @@ def config(tmp_path, env: str, line: str):
     path = tmp_path / "env.yaml"
     path.write_text(f"environments:\n  {env}:\n    {line}\n")
     return path
+
+
+def test_env_check_names_an_invalid_setting(cli, tmp_path):
+    run = cli("env", "check", "modal", "--config", str(config(tmp_path, "modal", "cpu: -1")))
+    assert run.returncode == 1 and "invalid setting env.cpu" in run.stdout, run.stdout + run.stderr

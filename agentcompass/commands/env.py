@@ -75,7 +75,13 @@ def readiness_of(cls: Any, settings: dict[str, Any], live: bool, config_source: 
     check = getattr(cls, "readiness", None)
     if check is None:
         return Readiness(facts=["no readiness check for this env"])
-    return check(settings, live, config_source)
+    try:
+        return check(settings, live, config_source)
+    except ValueError as exc:  # the settings do not validate (pydantic)
+        first = exc.errors()[0] if callable(getattr(exc, "errors", None)) else None  # type: ignore[attr-defined]
+        what = (f"env.{'.'.join(map(str, first['loc']))}: {first['msg']} (got {first.get('input')!r})" if first
+                else " ".join(str(exc).split())[:300])
+        return Readiness().fail(f"invalid setting {what}", "fix it in your --config file or the env's YAML")
 
 
 def cheap_status(env: str, roots: list[Path]) -> str:

@@ -4,33 +4,31 @@ The image is a run-wide override, the task's registry image (`Image.from_registr
 task's environment/Dockerfile (`Image.from_dockerfile`, cached by Modal per content). A
 sandbox shares no filesystem with the orchestrator: commands go through `Sandbox.exec`, files
 travel as tar archives through an exec's stdin and stdout. Modal's own sandbox `timeout` caps
-every sandbox's life, so none outlives a crashed run by more than that. Credentials come from
-a private `--config` (environments.modal.token_id/token_secret), then MODAL_TOKEN_ID and
-MODAL_TOKEN_SECRET, then ~/.modal.toml, and go to the SDK as a Client object only. The
-`modal` SDK is imported inside the methods that use it, never when the CLI starts.
+every sandbox's life, so none outlives a crashed run by more than that. Credentials (see
+modal_setup.py) go to the SDK as a Client object only. The `modal` SDK is imported inside the
+methods that use it, never when the CLI starts.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import math
-import os
 import string
 import tarfile
 import tempfile
 import threading
 import time
-import tomllib
 import uuid
 from pathlib import Path, PurePosixPath
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 
 from agentcompass.errors import BuildFailed, FatalInfraError, InfraError, TrialError, UserError
-from agentcompass.readiness import Readiness
+from agentcompass.providers.modal_setup import (  # noqa: F401  (modal_credentials: re-exported for tests)
+    CREDENTIALS_HINT, ModalCredentials, modal_credentials, modal_readiness,
+)
 from agentcompass.providers.remote import (
     DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed,
     is_leftover, one_line, process_owner, upload_archive,
@@ -41,6 +39,8 @@ from agentcompass.schema import Positive, PositiveInt, Strict
 if TYPE_CHECKING:
     import modal
 
+    from agentcompass.readiness import Readiness
+
 DEFAULT_LIFETIME_S = 2 * 3600  # when neither the settings nor the task say how long a sandbox may live
 MAX_LIFETIME_S = 24 * 3600  # Modal's own ceiling for a sandbox's timeout
 MAX_NAME_LEN = 64  # Modal object names: [a-zA-Z0-9_.-], at most 64 characters
@@ -48,65 +48,10 @@ NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")  # the SDK'
 MISSING_EXIT = 44  # the download script's exit code for a path that does not exist
 UPLOAD_CHUNK = 1024 * 1024
 MAX_INLINE_COMMAND = 60 * 1024  # Modal refuses an exec whose arguments pass 64 KiB (ARG_MAX_BYTES in the SDK)
-TRANSFER_TIMEOUT_S = 1800
-NAME_RELEASE_WAIT_S = 60  # how long a terminating sandbox may keep its name from the next attempt  # a tar upload or download: Modal ends it past this
-CREDENTIALS_HINT = ("no Modal credentials: set environments.modal.token_id and token_secret in a private --config file, "
-                    "or MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, or run `modal token new` (~/.modal.toml)")
-SETUP_STEPS = (
-    "run `modal setup` (opens a browser), or `modal token set --token-id ID --token-secret SECRET`: "
-    "both write ~/.modal.toml",
-    "or export MODAL_TOKEN_ID and MODAL_TOKEN_SECRET",
-    "or put environments: {modal: {token_id: ${oc.env:MY_MODAL_ID}, token_secret: ${oc.env:MY_MODAL_SECRET}}} "
-    "in a private file and pass --config FILE",
-)
+TRANSFER_TIMEOUT_S = 1800  # a tar upload or download: Modal ends it past this
+NAME_RELEASE_WAIT_S = 60  # how long a terminating sandbox may keep its name from the next attempt
 # Tar up $1 from its parent directory, so the archive's top entry is its basename.
 DOWNLOAD_SCRIPT = f'test -e "$1" || exit {MISSING_EXIT}; cd "$(dirname "$1")" && exec tar -cf - "$(basename "$1")"'
-
-
-class ModalCredentials(NamedTuple):
-    token_id: str
-    token_secret: str
-    source: str  # where they came from, for `env check`; never the values
-    environment: str | None = None  # the ~/.modal.toml profile's environment, the SDK's default for lookups
-
-
-def modal_config_path() -> Path:
-    return Path(os.environ.get("MODAL_CONFIG_PATH") or Path.home() / ".modal.toml")
-
-
-def modal_credentials(token_id: str | None, token_secret: str | None,
-                      config_source: str = "environments.modal in a --config file") -> ModalCredentials | None:
-    """The first source that has both: config, environment, ~/.modal.toml (by the SDK's own profile rules:
-    MODAL_PROFILE, else the one marked active, else `default`). UserError for a file the SDK would refuse."""
-    if token_id and token_secret:
-        return ModalCredentials(token_id, token_secret, config_source)
-    env_id, env_secret = os.environ.get("MODAL_TOKEN_ID"), os.environ.get("MODAL_TOKEN_SECRET")
-    if env_id and env_secret:
-        return ModalCredentials(env_id, env_secret, "the MODAL_TOKEN_ID and MODAL_TOKEN_SECRET environment variables")
-    path = modal_config_path()
-    try:
-        profiles = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError:
-        return None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path} is not valid TOML ({one_line(exc)}); fix it or run `modal token set`") from exc
-    if not all(isinstance(p, dict) for p in profiles.values()):
-        raise UserError(f"{path} must hold one [section] per profile; fix it or run `modal token set`")
-    active = [name for name, p in profiles.items() if p.get("active") is True]
-    wanted = os.environ.get("MODAL_PROFILE")
-    if len(active) > 1:
-        raise UserError(f"{path} marks several Modal profiles active ({', '.join(active)}); "
-                        "run `modal profile activate NAME`")
-    if not wanted and not active and len(profiles) > 1:
-        raise UserError(f"{path} has several Modal profiles and none is active; run `modal profile activate NAME` "
-                        "or set MODAL_PROFILE")
-    name = wanted or (active[0] if active else "default")
-    profile = profiles.get(name) or {}
-    if profile.get("token_id") and profile.get("token_secret"):
-        environment = profile.get("environment")
-        return ModalCredentials(str(profile["token_id"]), str(profile["token_secret"]),
-                                f"profile '{name}' of {path}", str(environment) if environment else None)
-    return None
 
 
 def modal_name(name: str) -> str:
@@ -189,47 +134,16 @@ class ModalProvider:
                 self._client = client
             return self._client, self._app
 
-    def _credentials(self) -> ModalCredentials | None:
+    def _credentials(self, config_source: str = "") -> ModalCredentials | None:
         s = self.settings
         return modal_credentials(s.token_id and s.token_id.get_secret_value(),
-                                 s.token_secret and s.token_secret.get_secret_value())
+                                 s.token_secret and s.token_secret.get_secret_value(),
+                                 config_source or "environments.modal in a --config file")
 
     @classmethod
-    def readiness(cls, settings: dict[str, Any], live: bool, config_source: str = "") -> Readiness:
-        """Which credentials and settings a run would use (their sources, never their values) and, when
-        `live`, whether Modal accepts them (the client's hello)."""
-        report = Readiness()
-        if importlib.util.find_spec("modal") is None:
-            return report.fail("the modal SDK is not installed", "pip install 'agentcompass[modal]'")
-        try:
-            provider = cls(**settings)
-            credentials = modal_credentials(provider.settings.token_id and provider.settings.token_id.get_secret_value(),
-                                            provider.settings.token_secret and provider.settings.token_secret.get_secret_value(),
-                                            config_source or "environments.modal in a --config file")
-        except (UserError, ValueError) as exc:
-            return report.fail(one_line(exc), *SETUP_STEPS)
-        if credentials is None:
-            return report.fail(f"credentials: none found (no --config tokens, MODAL_TOKEN_ID/MODAL_TOKEN_SECRET unset, "
-                               f"no token in {modal_config_path()})", *SETUP_STEPS)
-        s = provider.settings
-        report.facts.append(f"credentials: {credentials.source}")
-        report.facts.append(f"environment: {s.environment_name or credentials.environment or 'the workspace default'}"
-                            + (" (from the profile)" if not s.environment_name and credentials.environment else ""))
-        report.facts.append(f"app: {s.app_name} (created when missing)")
-        if not live:
-            return report
-        import modal
-
-        try:
-            client = modal.Client.from_credentials(credentials.token_id, credentials.token_secret)
-            client.hello()
-        except modal.exception.AuthError as exc:
-            return report.fail(f"Modal rejected the credentials from {credentials.source} ({one_line(exc)[:200]})",
-                               *SETUP_STEPS)
-        except (modal.exception.Error, OSError) as exc:
-            return report.fail(f"cannot reach Modal ({one_line(exc)[:200]})", "check the network, then run this again")
-        report.facts.append("Modal accepted the credentials (client hello)")
-        return report
+    def readiness(cls, settings: dict[str, Any], live: bool, config_source: str = "") -> "Readiness":
+        """`env check modal` and `list envs`: the credentials' source and (live) whether Modal accepts them."""
+        return modal_readiness(cls(**settings), live, config_source)
 
     # -- provider protocol ---------------------------------------------------------------
     def check(self, spec: SandboxSpec) -> None:
