@@ -53,12 +53,12 @@ class OpenSandboxes:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open: set[Any] = set()
-        self._closing = False
+        self.closing = threading.Event()  # set once an interrupt closes everything
 
     def add(self, sandbox: "Sandbox") -> None:
         """Track a new sandbox; one opened after an interrupt is closed at once."""
         with self._lock:
-            if not self._closing:
+            if not self.closing.is_set():
                 self._open.add(sandbox)
                 return
         sandbox.close()
@@ -68,13 +68,9 @@ class OpenSandboxes:
         with self._lock:
             self._open.discard(sandbox)
 
-    @property
-    def closing(self) -> bool:
-        return self._closing
-
     def close_all(self) -> int:
         with self._lock:
-            self._closing = True
+            self.closing.set()
             sandboxes = list(self._open)
             self._open.clear()
         for sandbox in sandboxes:
@@ -102,7 +98,7 @@ class TrialRunner:
     def run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
         """Run one attempt once the pacer gives it a turn; the wait is its `wait` timing, not its time.
         TrialError escapes for the scheduler to retry or record."""
-        with self.pacer.turn(abort=lambda: self.sandboxes.closing) as waited:
+        with self.pacer.turn(abort=self.sandboxes.closing.is_set) as waited:
             result = self._run(task, attempt, trial_dir)
         if waited:
             result.timings["wait"] = round(waited, 4)
