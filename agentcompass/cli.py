@@ -63,6 +63,23 @@ def add_overlay_args(parser: argparse.ArgumentParser) -> None:
                         help="user dir with recipes/ harnesses/ providers/ models/ (repeatable)")
 
 
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+    return value
+
+
+def add_pacing_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--provider-limit", type=positive_int, metavar="N",
+                        help="at most N sandboxes of the env open at once (default: no limit)")
+    parser.add_argument("--env-open-qps", type=positive_float, metavar="Q",
+                        help="at most Q sandbox creations a second (default: no limit; modal 4)")
+
+
 def env_help(default: str = "local") -> str:
     """--env's help: the envs that have a YAML (never one that would answer `unknown env`)."""
     from agentcompass.catalog import known_envs
@@ -86,6 +103,7 @@ def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = T
         parser.add_argument("--task-concurrency", type=positive_int, metavar="N", help="trials at once (default 4)")
         parser.add_argument("--k", type=positive_int, metavar="N", help="attempts per task (default 1)")
         parser.add_argument("--max-retries", type=non_negative_int, metavar="N", help="infra retries (default 2)")
+        add_pacing_args(parser)
         parser.add_argument("--results-dir", metavar="DIR", help="default results/")
         parser.add_argument("--run-name", metavar="NAME", help="default a timestamp; reuse a name to resume")
         parser.add_argument("--retry-errors", action="store_true", default=None,
@@ -166,7 +184,8 @@ def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str
         typed[f"++model.base_url={hydra_value(args.model_base_url)}"] = "--model-base-url"
     run_flags = {"task_concurrency": "run.task_concurrency", "k": "run.k", "max_retries": "run.max_retries",
                  "results_dir": "run.results_dir", "run_name": "run.run_name", "retry_errors": "run.retry_errors",
-                 "new_run": "run.new_run", "model_check": "run.model_check"}
+                 "new_run": "run.new_run", "model_check": "run.model_check", "provider_limit": "run.provider_limit",
+                 "env_open_qps": "run.env_open_qps"}
     for flag, key in run_flags.items():
         value = getattr(args, flag, None)
         if value is not None:
@@ -234,6 +253,7 @@ def cmd_config_show(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def cmd_list(args: argparse.Namespace, argv: list[str]) -> int:
+    from agentcompass.commands.env import cheap_status
     from agentcompass.config import PLURALS, describe, group_entries, search_roots
 
     roots = search_roots(list(args.config_dir))
@@ -243,7 +263,8 @@ def cmd_list(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"{plural}:")
         width = max((len(n) for n in entries), default=0)
         for name, path in sorted(entries.items()):
-            print(f"  {name.ljust(width)}  {describe(path)}")
+            status = f"  {cheap_status(name, roots)}" if plural == "envs" else ""
+            print(f"  {name.ljust(width)}  {describe(path)}{status}")
     return 0
 
 
@@ -266,13 +287,15 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 0
         sub = commands[command]
-        if command == "config":
-            if len(argv) < 2 or argv[1] not in ("show", "-h", "--help"):
-                raise UserError("agentcompass config: expected 'show'; see 'agentcompass config --help'")
-            if argv[1] != "show":
+        nested = subcommands(sub)  # `config show`, `env check`
+        if nested:
+            if len(argv) < 2 or argv[1] not in (*nested, "-h", "--help"):
+                raise UserError(f"agentcompass {command}: expected {' or '.join(repr(n) for n in nested)}; "
+                                f"see 'agentcompass {command} --help'")
+            if argv[1] not in nested:
                 sub.print_help()
                 return 0
-            sub, argv = subcommands(sub)["show"], argv[1:]
+            sub, argv = nested[argv[1]], argv[1:]
         # Intermixed parsing: flags, names and KEY=VALUE overrides in any order.
         args = sub.parse_intermixed_args(argv[1:])
         args.command = command

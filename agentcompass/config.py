@@ -280,8 +280,22 @@ def check_impl_settings(kind: str, block: HarnessConfig | EnvConfig, provenance:
     cls = resolve(kind, block.impl or block.name)
     settings_model = getattr(cls, "Settings", None)
     if settings_model is not None:
-        validate(settings_model, dict(block.model_extra or {}), "harness" if kind == "harness" else "env", provenance)
+        settings = block.model_extra if block.model_extra is not None else {}
+        for name, alias in aliases_of(settings_model):
+            if alias in settings and settings.get(name, None) is None:
+                settings.pop(name, None)  # the YAML's null under the canonical name yields to the alias typed
+        validate(settings_model, dict(settings), "harness" if kind == "harness" else "env", provenance)
+        for name, alias in aliases_of(settings_model):
+            if alias in settings:  # one spelling for `config show`, run.json and the provider
+                settings[name] = settings.pop(alias)
     return cls
+
+
+def aliases_of(settings_model: type[BaseModel]) -> list[tuple[str, str]]:
+    """(canonical name, alias) of each setting that also takes another spelling (`cpu`, `cpus`)."""
+    return [(name, alias) for name, field_info in settings_model.model_fields.items()
+            for alias in getattr(field_info.validation_alias, "choices", None) or []
+            if isinstance(alias, str) and alias != name]
 
 
 def redact(value: Any) -> Any:

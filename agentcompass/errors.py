@@ -32,3 +32,18 @@ class AgentError(TrialError):
 class VerifierError(TrialError):
     category = "verifier"
     retryable = False
+
+
+class BuildFailed(InfraError):
+    """An image could not be built: the environment's fault, not the agent's, but building it again for
+    every task or attempt would fail the same way, so it is recorded once and never retried."""
+
+    retryable = False
+
+
+class FatalInfraError(TrialError):
+    """What no retry and no other task can get past (credentials rejected, permission denied, an invalid
+    setting, a missing app or image): the scheduler stops the run and reports this one line (exit 2)."""
+
+    retryable = False
+    fatal = True

@@ -19,7 +19,7 @@ from agentcompass.schema import ResolvedConfig
 VERDICT_FREE = {
     "description", "overrides", "base_dir",  # recipe prose, per-provider blocks already merged, its folder
     "pricing", "base_url", "api_key_env",  # cost and where the model is served, not which model
-    "root", "app_name", "environment_name", "pull_timeout_s", "build_timeout_s", "api_timeout_s", "max_connections",
+    "root", "app_name", "environment_name", "ready_timeout", "pull_timeout_s", "build_timeout_s", "api_timeout_s", "max_connections",
 }
 
 

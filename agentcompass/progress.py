@@ -55,11 +55,13 @@ class Progress:
 
             self._bar = RichProgress(
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("passed {task.fields[passed]}  errors {task.fields[errors]}"),
+                TextColumn("passed {task.fields[passed]}  errors {task.fields[errors]}  "
+                           "waiting for a sandbox {task.fields[waiting]}"),
                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                 console=Console(stderr=True), transient=False,
             )
-            self._task_id = self._bar.add_task(title or "trials", total=total, completed=done, passed=passed, errors=errors)
+            self._task_id = self._bar.add_task(title or "trials", total=total, completed=done, passed=passed, errors=errors,
+                                                waiting=0)
 
     def __enter__(self) -> "Progress":
         if self._bar is not None:
@@ -69,6 +71,11 @@ class Progress:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._guarded(self._bar.stop)
+
+    def waiting(self, count: int) -> None:
+        """How many trials wait for a sandbox slot or a creation token (pacing)."""
+        if self._bar is not None:
+            self._guarded(lambda: self._bar.update(self._task_id, waiting=count))
 
     def finished(self, result: "TrialResult") -> None:
         with self._lock:

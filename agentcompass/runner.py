@@ -18,6 +18,7 @@ from agentcompass.config import is_secret_override, public_dict
 from agentcompass.errors import UserError
 from agentcompass.formats.base import TaskFormat
 from agentcompass.logs import RunLog
+from agentcompass.pacing import Pacer
 from agentcompass.progress import Progress
 from agentcompass.registry import resolve
 from agentcompass.fingerprint import differences, effective_settings, fingerprint
@@ -179,6 +180,7 @@ def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
     runner = TrialRunner(
         prepared.task_format, prepared.harness, prepared.provider, resolved.model,
         str(resolved.run.run_name), resolved.labels, sandboxes, resolved.run.keep_environment,
+        pacer_for(resolved, prepared.provider),
     )
     status = "completed"
     title = f"{resolved.labels['benchmark']} · {resolved.labels['harness']} · {resolved.labels['model']} · {resolved.labels['env']}"
@@ -186,6 +188,7 @@ def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
         log.info("run started", run_dir=str(run_dir), pending=len(pending), finished=len(done))
         progress = Progress(len(done) + len(pending), done=len(done), passed=sum(r.status == "passed" for r in done),
                             errors=sum(r.status == "error" for r in done), title=title)
+        runner.pacer.on_waiting = progress.waiting
         scheduler = Scheduler(runner, store, resolved.run.task_concurrency,
                               RetryPolicy(resolved.run.max_retries, resolved.run.retry_backoff_s), progress)
         try:
@@ -193,6 +196,9 @@ def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
                 scheduler.run(pending)
         except Interrupted:
             status = "interrupted"
+            raise
+        except UserError:  # the scheduler stopped the run: an error no trial can get past (RunStopped)
+            status = "stopped"
             raise
         except BaseException:  # a worker failed (RunFailed) or anything else: never "completed"
             status = "failed"
@@ -203,6 +209,13 @@ def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
             summary = checkpoint(prepared.task_format)
             log.info("run finished", status=status, **{k_: summary[k_] for k_ in ("passed", "failed", "errors")})
     return summary
+
+
+def pacer_for(resolved: ResolvedConfig, provider: Any) -> Pacer:
+    """run.provider_limit / run.env_open_qps, else the provider's own defaults (modal: 4 creations a second)."""
+    limit = resolved.run.provider_limit or getattr(provider, "default_provider_limit", None)
+    qps = resolved.run.env_open_qps or getattr(provider, "default_open_qps", None)
+    return Pacer(limit, qps)
 
 
 def should_run(recorded: TrialResult | None, retry_errors: bool) -> bool:

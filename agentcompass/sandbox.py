@@ -23,6 +23,7 @@ class SandboxSpec:
     workdir: str = "/app"
     image: str | None = None  # a registry image to run
     build_context: Path | None = None  # a directory with a Dockerfile to build instead
+    build_args: dict[str, str] = field(default_factory=dict)  # the Dockerfile's ARGs (e.g. BASE_IMAGE)
     runs_on_host: bool = False  # the task's tools are the host's own: no image needed locally
     env: dict[str, str] = field(default_factory=dict)
     cpus: float | None = None

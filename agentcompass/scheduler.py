@@ -37,6 +37,11 @@ SWITCH_INTERVAL_S = 0.05
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
+class RunStopped(UserError):
+    """A trial hit an error that is every trial's (credentials rejected, an invalid setting): the run
+    stops scheduling, closes its sandboxes and reports that one line (exit 2); unrecorded trials rerun."""
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, SIGTERM or SIGHUP, after cleaning up: sandboxes closed, finished trials kept.
 
@@ -78,7 +83,7 @@ class Scheduler:
         self.stopping = threading.Event()  # interrupted: nothing more is started or recorded
         self.draining = threading.Event()  # a worker failed: nothing more is started
         self.failures: list[str] = []
-        self.fatal: TrialError | None = None  # an error no trial can get past (`stops_run`): ends the run
+        self.fatal: TrialError | None = None  # an error no retry or other task gets past (FatalInfraError): the run stops
         self._lock = threading.Lock()
         self._running = 0
         self._all_done = threading.Event()
@@ -102,7 +107,7 @@ class Scheduler:
             while not self._all_done.wait(0.5):
                 if self.fatal is not None:
                     self._wind_down()
-                    raise UserError(str(self.fatal))
+                    raise RunStopped(str(self.fatal))
         except KeyboardInterrupt as exc:
             self._wind_down()
             raise Interrupted() from exc
@@ -188,7 +193,7 @@ class Scheduler:
             except Exception as exc:  # anything unexpected in a try is an infra error, retried
                 error = exc if isinstance(exc, TrialError) else InfraError(f"{type(exc).__name__}: {exc}")
                 spent = spent + (error.usage or Usage())
-                if getattr(error, "stops_run", False):  # e.g. a missing cloud permission or quota: no trial gets past it
+                if getattr(error, "fatal", False):  # credentials rejected, a missing permission or quota: every trial's
                     self.fatal = self.fatal or error
                     self.stopping.set()
                 if self.stopping.is_set():

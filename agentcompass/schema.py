@@ -40,6 +40,7 @@ class Recipe(Strict):
     resources: Resources = Field(default_factory=Resources)
     allow_internet: bool | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    build_args: dict[str, str] = Field(default_factory=dict)  # ARGs of the tasks' Dockerfiles, e.g. BASE_IMAGE
     params: dict[str, Any] = Field(default_factory=dict)
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per provider name
     harness_defaults: dict[str, dict[str, Any]] = Field(default_factory=dict)  # harness name -> its settings here
@@ -119,6 +120,8 @@ class RunConfig(Strict):
     new_run: bool = False  # settings differ from the run's: start `<run_name>-N` beside it instead of refusing
     count_errors_as_failures: bool = False  # errors count as failed attempts in pass@k
     model_check: bool = True  # one 1-token request before the first trial (--no-model-check skips it)
+    provider_limit: int | None = Field(None, ge=1)  # sandboxes of the env open at once; default: the provider's
+    env_open_qps: float | None = Field(None, gt=0)  # sandbox creations a second; default: the provider's
 
 
 class ResolvedConfig(Strict):

@@ -21,6 +21,7 @@ class Task:
     workdir: str = "/app"
     image: str | None = None
     build_context: Path | None = None
+    build_args: dict[str, str] = field(default_factory=dict)  # the Dockerfile's ARGs
     runs_on_host: bool = False
     seed_dir: Path | None = None  # copied into the workdir where no image is built (local)
     setup_script: Path | None = None  # run in the workdir after seeding, where no image is built
@@ -34,28 +35,32 @@ class Task:
     compose: ComposeSpec | None = None  # docker-compose services around the sandbox
     data: dict[str, Any] = field(default_factory=dict)  # format-specific payload
 
-    def sandbox_spec(self, name: str, labels: dict[str, str], log_dir: Path | None) -> SandboxSpec:
+    def sandbox_spec(self, name: str, labels: dict[str, str], log_dir: Path | None,
+                     harness_limit_s: float | None = None) -> SandboxSpec:
         return SandboxSpec(
             name=name,
             workdir=self.workdir,
             image=self.image,
             build_context=self.build_context,
+            build_args=dict(self.build_args),
             runs_on_host=self.runs_on_host,
             env=dict(self.env),
             cpus=self.cpus,
             memory_mb=self.memory_mb,
             allow_internet=self.allow_internet,
             labels=labels,
-            lifetime_s=self.lifetime_s(),
+            lifetime_s=self.lifetime_s(harness_limit_s),
             log_dir=log_dir,
             compose=self.compose,
         )
 
-    def lifetime_s(self) -> float | None:
-        """How long a sandbox may live at most: every phase's timeout plus a margin for staging.
+    def lifetime_s(self, harness_limit_s: float | None = None) -> float | None:
+        """How long a sandbox may live at most: every phase's timeout plus a margin for staging; the agent's
+        phase is the harness's own time limit when that is longer (mini_swe_agent's wall_time_limit_s).
 
         Cloud providers pass it to their platform, so a sandbox whose orchestrator died still ends."""
-        phases = [self.build_timeout_s, self.agent_timeout_s, self.verify_timeout_s]
+        agent = max(self.agent_timeout_s or 0, harness_limit_s or 0) or None
+        phases = [self.build_timeout_s, agent, self.verify_timeout_s]
         if not any(phases):
             return None
         return sum(p or 0 for p in phases) + LIFETIME_MARGIN_S

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import structlog
 
 from agentcompass.errors import InfraError, TrialError
+from agentcompass.pacing import Pacer
 from agentcompass.results import TrialResult, now_iso, write_atomic
 from agentcompass.task import AgentOutcome, Task
 
@@ -94,9 +95,18 @@ class TrialRunner:
     labels: dict[str, str]
     sandboxes: OpenSandboxes
     keep_environment: bool = False
+    pacer: Pacer = field(default_factory=Pacer)  # the env's open-slot limit and creation rate
 
     def run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
-        """Run one attempt; TrialError escapes for the scheduler to retry or record."""
+        """Run one attempt once the pacer gives it a turn; the wait is its `wait` timing, not its time.
+        TrialError escapes for the scheduler to retry or record."""
+        with self.pacer.turn(abort=self.sandboxes.closing.is_set) as waited:
+            result = self._run(task, attempt, trial_dir)
+        if waited:
+            result.timings["wait"] = round(waited, 4)
+        return result
+
+    def _run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
         trial = TrialContext(task.id, attempt, trial_dir, self.run_name, self.labels, self.sandboxes.closing)
         timings: dict[str, float] = {}
         started = now_iso()
@@ -111,7 +121,9 @@ class TrialRunner:
                 timings[name] = round(time.monotonic() - start, 4)
 
         labels = {"agentcompass": "1", "run": self.run_name, "trial": f"{task.id}.{attempt}"}
-        spec = task.sandbox_spec(sandbox_name(self.run_name, task.id, attempt), labels, trial_dir)
+        time_limit = getattr(self.harness, "time_limit_s", None)  # a harness's own limit may outlast the task's
+        spec = task.sandbox_spec(sandbox_name(self.run_name, task.id, attempt), labels, trial_dir,
+                                 time_limit(task) if callable(time_limit) else None)
         grading_spec = self._grading_spec(task, spec)
         if grading_spec is not None and getattr(self.harness, "submits_only", False):
             spec, grading_spec = grading_spec, None  # no agent works in it: the one sandbox is the fresh one

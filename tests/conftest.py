@@ -14,6 +14,9 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 BASE_IMAGE = "agentcompass/base:bookworm"
 IN_CI = os.environ.get("CI") == "true"
+# The demo's Dockerfiles build FROM a public base by default; the tests build on the local offline one and
+# never pull (the CLI subprocesses inherit this).
+os.environ["AGENTCOMPASS_BASE_IMAGE"] = BASE_IMAGE
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

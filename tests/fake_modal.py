@@ -3,7 +3,11 @@
 Each fake sandbox is a directory used as `/` under bubblewrap (the host's system folders
 mounted read-only on top, the host's /proc so a kill by environment mark works across execs),
 so commands, tar file transfer and grading all really happen. An image built `from_dockerfile`
-is emulated by applying the Dockerfile's WORKDIR, COPY and RUN lines to that root.
+is emulated by applying the Dockerfile's WORKDIR, COPY and RUN lines to that root (a failing RUN is
+ImageBuildError). Values are checked as the SDK checks them (names, argv length, absolute workdir,
+request <= limit, timeout range); an exec timeout ends the exec'd process only, as Modal does.
+FAKE_MODAL_CREATE_FAILS="ErrorClass[:N]" makes Sandbox.create raise that error (the first N times);
+FAKE_MODAL_SCHEDULE_S=S makes a new sandbox run commands only S seconds after create returns.
 
 Every call is appended to `calls` and, when FAKE_MODAL_LOG names a file, to that file as JSON
 lines, so a test can read what a CLI subprocess asked of the SDK. FAKE_MODAL_LOSE="A,B" makes
@@ -17,6 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,6 +34,10 @@ from typing import Any, Iterator
 LOG_ENV = "FAKE_MODAL_LOG"
 LOSE_ENV = "FAKE_MODAL_LOSE"
 LOSE_AFTER_S = 0.5
+FAIL_ENV = "FAKE_MODAL_CREATE_FAILS"  # "ErrorClass" or "ErrorClass:N": Sandbox.create raises it (the first N times)
+SCHEDULE_ENV = "FAKE_MODAL_SCHEDULE_S"  # a new sandbox runs commands only this long after create returns
+ARG_MAX_BYTES = 2**16  # the SDK refuses an exec whose arguments add up to more (InvalidError)
+NAME_RULE = re.compile(r"^[a-zA-Z0-9-_.]{1,64}$")  # the SDK's is_valid_object_name
 REJECTED_TOKEN = "ak-rejected"  # Client.from_credentials raises AuthError for this token id
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_DIRS_SKIPPED = {"proc", "dev", "tmp"}
@@ -36,6 +45,9 @@ HOST_DIRS_SKIPPED = {"proc", "dev", "tmp"}
 calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
 _lock = threading.Lock()
 _lost: set[str] = set()  # FAKE_MODAL_LOSE patterns that already cost a sandbox
+_failed_creates = itertools.count()
+_reserved: dict[str, float] = {}  # names of sandboxes still terminating -> when they are free
+NAME_RELEASE_S = 1.0
 _ids = itertools.count(1)
 
 
@@ -56,7 +68,8 @@ def record(call: str, /, *args: Any, **kwargs: Any) -> None:
         log = os.environ.get(LOG_ENV)
         if log:
             with open(log, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps({"call": call, "args": jsonable(args), "kwargs": jsonable(kwargs)}) + "\n")
+                handle.write(json.dumps({"call": call, "args": jsonable(args), "kwargs": jsonable(kwargs),
+                                         "t": time.time()}) + "\n")
 
 
 def reset() -> None:
@@ -64,6 +77,9 @@ def reset() -> None:
         calls.clear()
         _lost.clear()
         Sandbox.running.clear()
+        _reserved.clear()
+        global _failed_creates
+        _failed_creates = itertools.count()
 
 
 class exception:  # noqa: N801 - the real SDK's module name
@@ -71,6 +87,24 @@ class exception:  # noqa: N801 - the real SDK's module name
         pass
 
     class AuthError(Error):
+        pass
+
+    class InvalidError(Error):
+        pass
+
+    class PermissionDeniedError(Error):
+        pass
+
+    class ImageBuildError(Error):
+        pass
+
+    class ServiceError(Error):
+        pass
+
+    class ResourceExhaustedError(Error):
+        pass
+
+    class ConnectionError(Error):
         pass
 
     class AlreadyExistsError(Error):
@@ -93,6 +127,9 @@ class Client:
         if token_id == REJECTED_TOKEN:
             raise exception.AuthError("Token ID is malformed")
         return cls(token_id)
+
+    def hello(self) -> None:
+        record("Client.hello", self)
 
     def describe(self) -> str:
         return f"client:{self.token_id}"
@@ -123,10 +160,18 @@ class Image:
         return Image(registry=tag)
 
     @staticmethod
-    def from_dockerfile(path: str | Path, *, context_dir: str | Path | None = None, add_python: str | None = None,
-                        **kwargs: Any) -> "Image":
-        record("Image.from_dockerfile", path, context_dir=context_dir, add_python=add_python, **kwargs)
+    def from_dockerfile(path: str | Path, *, context_dir: str | Path | None = None, build_args: dict[str, str] = {},
+                        add_python: str | None = None, **kwargs: Any) -> "Image":
+        record("Image.from_dockerfile", path, context_dir=context_dir, build_args=build_args, add_python=add_python,
+               **kwargs)
         return Image(dockerfile=str(path), context_dir=str(context_dir))
+
+    @staticmethod
+    def from_name(name: str, *, environment_name: str | None = None, client: Client | None = None) -> "Image":
+        record("Image.from_name", name, environment_name=environment_name, client=client)
+        if name.startswith("missing"):
+            raise exception.NotFoundError(f"Image '{name}' not found")
+        return Image(named=name)
 
     def describe(self) -> dict[str, Any]:
         return self.what
@@ -174,14 +219,28 @@ class ContainerProcess:
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            # Modal ends the exec'd process alone: what it forked is the provider's to kill (by its mark).
             self.killed_at_timeout = True
-            kill_group(self.proc)
+            self.proc.kill()
 
     def wait(self) -> int:
         code = self.proc.wait()
         if self.killed_at_timeout:
             return -1  # what the SDK reports for an exec timeout
         return 128 - code if code < 0 else code  # the SDK reports death by signal N as 128 + N
+
+
+def check_values(name: str | None, workdir: str | None, cpu: Any, memory: Any, timeout: int | None) -> None:
+    """The SDK's own checks on values, which a signature alone does not catch."""
+    if name is not None and (not NAME_RULE.match(name) or re.match("^ap-[a-zA-Z0-9]{22}$", name)):
+        raise exception.InvalidError(f"Invalid Sandbox name: '{name}'")
+    if workdir is not None and not workdir.startswith("/"):
+        raise exception.InvalidError(f"workdir must be an absolute path, got {workdir!r}")
+    for what, value in (("CPU", cpu), ("memory", memory)):
+        if isinstance(value, tuple) and not (0 < value[0] <= value[1]):
+            raise exception.InvalidError(f"Cannot specify a {what} limit lower than request: {value}")
+    if timeout is not None and not (0 < timeout <= 24 * 3600):
+        raise exception.InvalidError(f"timeout must be between 1 and 86400 seconds, got {timeout}")
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -203,23 +262,33 @@ class Sandbox:
         (self.root / workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
         self.procs: set[subprocess.Popen[bytes]] = set()
         self.terminated = False
+        self.ready_at = 0.0
 
     @staticmethod
     def create(*args: str, app: App | None = None, name: str | None = None, tags: dict[str, str] | None = None,
                image: Image | None = None, env: dict[str, str | None] | None = None, timeout: int | None = 300,
-               idle_timeout: int | None = None, workdir: str | None = None, cpu: float | None = None,
-               memory: int | None = None, region: str | None = None, block_network: bool = False,
+               idle_timeout: int | None = None, workdir: str | None = None, gpu: str | None = None,
+               region: str | None = None, cpu: float | tuple[float, float] | None = None,
+               memory: int | tuple[int, int] | None = None, block_network: bool = False,
                client: Client | None = None, **kwargs: Any) -> "Sandbox":
         record("Sandbox.create", *args, app=app, name=name, tags=tags, image=image, env=env, timeout=timeout,
-               idle_timeout=idle_timeout, workdir=workdir, cpu=cpu, memory=memory, region=region,
+               idle_timeout=idle_timeout, workdir=workdir, gpu=gpu, region=region, cpu=cpu, memory=memory,
                block_network=block_network, client=client, **kwargs)
         if app is None or client is None or image is None:
             raise exception.Error("the provider must pass app, client and image")
+        check_values(name, workdir, cpu, memory, timeout)
+        failure = os.environ.get(FAIL_ENV, "")
+        if failure:
+            kind, _, times = failure.partition(":")
+            if not times or next(_failed_creates) < int(times):
+                raise getattr(exception, kind)(f"fake {kind}")
         with _lock:
-            if name and any(s.name == name for s in Sandbox.running.values()):
+            if name and (any(s.name == name for s in Sandbox.running.values())
+                         or _reserved.get(name, 0) > time.monotonic()):
                 raise exception.AlreadyExistsError(f"sandbox {name} already exists")
         sandbox = Sandbox(name, tags or {}, workdir or "/", {k: v for k, v in (env or {}).items() if v}, block_network)
         sandbox._build(image)
+        sandbox.ready_at = time.monotonic() + float(os.environ.get(SCHEDULE_ENV) or 0)
         with _lock:
             Sandbox.running[sandbox.object_id] = sandbox
         return sandbox
@@ -242,7 +311,7 @@ class Sandbox:
                 proc = self._popen(("bash", "-c", rest), workdir, {})
                 out, err = proc.communicate()
                 if proc.returncode != 0:
-                    raise exception.Error(f"image build failed at {line!r}: {err.decode()}")
+                    raise exception.ImageBuildError(f"image build failed at {line!r}: {err.decode()}")
 
     def _popen(self, args: tuple[str, ...], cwd: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
         argv = ["bwrap", "--die-with-parent", "--bind", str(self.root), "/"]
@@ -271,6 +340,11 @@ class Sandbox:
         if self.terminated:
             raise exception.Error("Sandbox has already terminated")
         assert text is False, "the provider reads bytes"
+        if sum(len(a) for a in args) > ARG_MAX_BYTES:
+            raise exception.InvalidError(f"Total length of CMD arguments cannot exceed {ARG_MAX_BYTES} bytes (ARG_MAX)")
+        if workdir is not None and not workdir.startswith("/"):
+            raise exception.InvalidError(f"workdir must be an absolute path, got {workdir!r}")
+        time.sleep(max(0.0, self.ready_at - time.monotonic()))  # not scheduled yet: the first exec waits
         proc = self._popen(args, workdir or self.workdir, {k: v for k, v in (env or {}).items() if v is not None})
         self.procs.add(proc)
         self._maybe_lose(" ".join(args))
@@ -297,6 +371,9 @@ class Sandbox:
         record("Sandbox.terminate", self, wait=wait)
         self._end()
         shutil.rmtree(self.root, ignore_errors=True)
+        if not wait and self.name:  # Modal frees the name only once the termination has completed
+            with _lock:
+                _reserved[self.name] = time.monotonic() + NAME_RELEASE_S
 
     def poll(self) -> int | None:
         record("Sandbox.poll", self)

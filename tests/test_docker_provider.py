@@ -122,9 +122,10 @@ def test_container_gets_limits_labels_workdir_and_env(open_sandbox):
 def test_settings_override_the_task_limits(base_image, open_sandbox):
     from agentcompass.providers.docker import DockerProvider
 
-    box = open_sandbox(DockerProvider(cpus=0.5, memory_mb=300), cpus=1, memory_mb=256)
+    box = open_sandbox(DockerProvider(cpu=0.5, memory=300), cpus=1, memory_mb=256)
     host = inspect(box.spec.name)["HostConfig"]
     assert (host["NanoCpus"], host["Memory"]) == (500_000_000, 300 * 1024 * 1024)
+    assert DockerProvider.Settings(cpus=0.5, memory_mb=300) == DockerProvider.Settings(cpu=0.5, memory=300)  # aliases
 
 
 def test_keep_alive_ignores_the_image_entrypoint(base_image, open_sandbox, tmp_path):
@@ -280,6 +281,44 @@ def test_from_images_skips_scratch_and_own_stages():
 
     dockerfile = "FROM --platform=linux/amd64 python:3.12 AS build\nRUN x\nFROM build\nFROM scratch\nfrom debian:12\n"
     assert from_images(dockerfile) == ["python:3.12", "debian:12"]
+
+
+def test_base_images_fill_in_build_args():
+    from agentcompass.providers.docker import base_images
+
+    dockerfile = "ARG BASE_IMAGE=python:3.11-slim\nARG TAG\nFROM ${BASE_IMAGE}\nFROM debian:$TAG AS x\n"
+    assert base_images(dockerfile, {}) == ["python:3.11-slim", "debian:"]
+    assert base_images(dockerfile, {"BASE_IMAGE": "agentcompass/base:bookworm", "TAG": "12"}) == [
+        "agentcompass/base:bookworm", "debian:12"]
+
+
+def test_a_base_neither_local_nor_in_a_registry_stops_before_the_run(cli, base_image, tmp_path):
+    """The demo builds FROM the recipe's base; one that cannot be had is one line, nothing written."""
+    base = "127.0.0.1:1/agentcompass/no-such-base:x"  # a registry that refuses at once, on this machine
+    run = cli("run", "demo", "oracle", "none", "--env", "docker", "--results-dir", str(tmp_path / "out"),
+              env={"AGENTCOMPASS_BASE_IMAGE": base})
+    assert run.returncode == 2, run.stderr
+    [line] = run.stderr.strip().splitlines()
+    assert base in line and "build-base-image.sh" in line and "AGENTCOMPASS_BASE_IMAGE" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_build_is_recorded_once_and_never_retried(cli, base_image, tmp_path):
+    dataset, config_dir = tmp_path / "data", tmp_path / "conf"
+    write_task(dataset, "broken-env", f"FROM {base_image}\nRUN echo building-broken && exit 3\n")
+    write_recipe(config_dir, "brokenbench", dataset)
+    run = cli("run", "brokenbench", "oracle", "none", "--env", "docker", "--config-dir", str(config_dir),
+              "--results-dir", str(tmp_path / "out"), "--run-name", "b", "--k", "3", "--task-concurrency", "1",
+              "run.retry_backoff_s=0.1")
+    assert run.returncode == 0, run.stderr
+    run_dir = tmp_path / "out" / "b" / "brokenbench__oracle__none__docker"
+    trials = sorted((json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()),
+                    key=lambda t: t["attempt"])
+    assert [(t["status"], t["error_category"], t["retries"]) for t in trials] == [("error", "infra", 0)] * 3
+    assert "not built again" not in trials[0]["message"]
+    assert all("not built again" in t["message"] for t in trials[1:])
+    built = [p for p in run_dir.rglob("build.log") if "building-broken" in p.read_text()]
+    assert len(built) == 1
 
 
 def test_failing_dockerfile_is_an_infra_error_naming_the_task(cli, base_image, tmp_path):

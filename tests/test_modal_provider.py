@@ -72,6 +72,8 @@ def sandbox(fake):
 
 # -- the SDK boundary -----------------------------------------------------------------------------
 def test_every_sdk_call_binds_to_the_real_signature(fake, real_modal, tmp_path):
+    from agentcompass.providers.modal import ModalProvider
+
     context = tmp_path / "env"
     context.mkdir()
     (context / "Dockerfile").write_text("FROM scratch\nWORKDIR /app\n")
@@ -87,11 +89,15 @@ def test_every_sdk_call_binds_to_the_real_signature(fake, real_modal, tmp_path):
     p.open(spec("t3"))
     p.open(spec("t3")).close()  # the name is taken: the holder's tags are read
     assert p.cleanup("r") == 0
+    assert ModalProvider.readiness({"token_id": "ak-test", "token_secret": SECRET}, live=True).ready
+    provider(named_image="published", gpu="A10G", env_variables={"X": "1"}).open(spec("t4")).close()
     real = {
         "Client.from_credentials": (real_modal.Client.from_credentials, True),
+        "Client.hello": (real_modal.Client.hello, False),
         "App.lookup": (real_modal.App.lookup, False),
         "Image.from_registry": (real_modal.Image.from_registry, False),
         "Image.from_dockerfile": (real_modal.Image.from_dockerfile, False),
+        "Image.from_name": (real_modal.Image.from_name, False),
         "Sandbox.create": (real_modal.Sandbox.create, False),
         "Sandbox.exec": (real_modal.Sandbox.exec, False),
         "Sandbox.terminate": (real_modal.Sandbox.terminate, False),
@@ -121,7 +127,8 @@ def test_create_maps_the_spec_onto_modal(fake, tmp_path):
     [(_, args, create)] = calls("Sandbox.create")
     assert args == ()
     assert create["image"].what == {"dockerfile": str(context / "Dockerfile"), "context_dir": str(context)}
-    assert (create["cpu"], create["memory"], create["timeout"], create["block_network"]) == (2, 1024, 600, True)
+    # (request, limit): a plain number is only a request on Modal, which a runaway process may exceed.
+    assert (create["cpu"], create["memory"], create["timeout"], create["block_network"]) == ((2, 2), (1024, 1024), 600, True)
     assert create["workdir"] == "/app" and create["env"] == {"A": "1"}
     owner = create["tags"].pop("agentcompass.owner")
     assert create["tags"] == {"agentcompass": "1", "run": "r", "trial": "t.1"}
@@ -138,9 +145,125 @@ def test_settings_override_the_task(fake):
     box.close()
     [(_, _, create)] = calls("Sandbox.create")
     assert create["image"].what == {"registry": "debian:bookworm"}
-    assert (create["cpu"], create["memory"], create["timeout"], create["block_network"]) == (4, 8192, 90, False)
+    assert (create["cpu"], create["memory"], create["timeout"], create["block_network"]) == ((4, 4), (8192, 8192), 90, False)
     assert (create["region"], create["idle_timeout"], create["app"].name) == ("us-east", 30, "mine")
     assert box.has_task_image is False  # a run-wide image holds none of the task's files
+
+
+def test_the_docs_parameter_table_reaches_sandbox_create(fake):
+    """The names of the Modal docs page, as written there."""
+    box = provider(named_image="my-published-image", timeout=3600, idle_timeout=120, cpu=4, memory=8192, gpu="H100:2",
+                   region="us-east", env_variables={"MODE": "ci"}, app_name="evals", environment_name="dev",
+                   ).open(spec(env={"A": "1"}))
+    box.close()
+    [(_, lookup_args, lookup)] = calls("Image.from_name")
+    assert lookup_args == ("my-published-image",) and lookup["environment_name"] == "dev"
+    [(_, _, create)] = calls("Sandbox.create")
+    assert create["image"].what == {"named": "my-published-image"}
+    assert (create["timeout"], create["idle_timeout"], create["cpu"], create["memory"]) == (3600, 120, (4, 4), (8192, 8192))
+    assert (create["gpu"], create["region"], create["env"]) == ("H100:2", "us-east", {"A": "1", "MODE": "ci"})
+    assert box.has_task_image is False
+
+
+def test_image_and_named_image_together_are_refused():
+    from pydantic import ValidationError
+
+    from agentcompass.providers.modal import ModalProvider
+
+    with pytest.raises(ValidationError, match="not both"):
+        ModalProvider.Settings(image="a", named_image="b")
+
+
+def test_a_missing_named_image_stops_the_run(fake):
+    from agentcompass.errors import FatalInfraError
+
+    with pytest.raises(FatalInfraError, match="not found"):
+        provider(named_image="missing-image").open(spec())
+
+
+@pytest.mark.parametrize("kind, fatal", [("InvalidError", True), ("PermissionDeniedError", True), ("AuthError", True),
+                                         ("NotFoundError", True), ("ServiceError", False),
+                                         ("ResourceExhaustedError", False), ("ConnectionError", False)])
+def test_errors_are_retried_or_stop_the_run_by_class(fake, monkeypatch, kind, fatal):
+    from agentcompass.errors import FatalInfraError
+
+    monkeypatch.setenv(fake_modal.FAIL_ENV, kind)
+    with pytest.raises((FatalInfraError, InfraError)) as err:
+        provider().open(spec())
+    assert isinstance(err.value, FatalInfraError) is fatal
+    assert err.value.retryable is not fatal and kind in str(err.value) or not fatal
+
+
+def test_a_failed_image_build_is_reported_once_per_image(fake, tmp_path):
+    from agentcompass.errors import BuildFailed
+
+    context = tmp_path / "environment"
+    context.mkdir()
+    (context / "Dockerfile").write_text("FROM scratch\nRUN exit 3\n")
+    p = provider()
+    with pytest.raises(BuildFailed) as first:
+        p.open(spec("a", image=None, build_context=context, log_dir=tmp_path / "a"))
+    with pytest.raises(BuildFailed, match="not built again"):
+        p.open(spec("b", image=None, build_context=context, log_dir=tmp_path / "b"))
+    assert first.value.retryable is False and "build.log" in str(first.value)
+    assert "exit 3" in (tmp_path / "a" / "build.log").read_text()
+    assert len(calls("Sandbox.create")) == 1
+
+
+def test_sandbox_names_follow_modals_rule_and_stay_unique(fake):
+    from agentcompass.providers.modal import modal_name
+    from agentcompass.trial import sandbox_name
+
+    names = {modal_name(sandbox_name("run", "tâche-" + "x" * 150, attempt)) for attempt in (1, 2, 3)}
+    assert len(names) == 3
+    for name in names:
+        assert fake_modal.NAME_RULE.match(name), name
+    assert modal_name("a/b") != modal_name("a:b")
+    box = provider().open(spec("tâche"))  # the fake checks the name as the SDK does
+    box.close()
+
+
+def test_a_command_longer_than_modals_argv_limit_runs_from_a_file(sandbox):
+    payload = "x" * 100_000
+    result = sandbox.exec(f"echo {payload} | wc -c")
+    assert (result.exit_code, result.stdout.strip()) == (0, str(len(payload) + 1))
+
+
+def test_waiting_for_scheduling_is_not_command_time(fake, monkeypatch):
+    monkeypatch.setenv(fake_modal.SCHEDULE_ENV, "2")
+    box = provider().open(spec())
+    result = box.exec("echo ran", timeout=1)
+    box.close()
+    assert (result.exit_code, result.timed_out, result.stdout) == (0, False, "ran\n")
+
+
+def test_a_broken_output_stream_is_no_result(sandbox, monkeypatch):
+    class Broken:
+        def __iter__(self):
+            yield b"partial"
+            raise fake_modal.exception.ConnectionError("stream reset")
+
+    real_exec = sandbox.sandbox.exec
+
+    def exec_with_broken_stdout(*args, **kwargs):
+        process = real_exec(*args, **kwargs)
+        process.stdout = Broken()
+        return process
+
+    monkeypatch.setattr(sandbox.sandbox, "exec", exec_with_broken_stdout)
+    with pytest.raises(InfraError, match="broke off"):
+        sandbox.exec("echo whole")
+
+
+def test_a_failed_terminate_is_logged_not_raised(fake):
+    box = provider().open(spec())
+
+    def refuse(*, wait=False):
+        raise fake_modal.exception.ServiceError("unavailable")
+
+    box.sandbox.terminate = refuse
+    box.close()  # the sandbox's hard lifetime ends it; a finished trial is not thrown away
+    del box.sandbox.terminate
 
 
 def test_without_a_lifetime_the_sandbox_still_has_a_hard_cap(fake):
@@ -333,6 +456,9 @@ def test_demo_end_to_end_on_fake_modal(modal_cli, tmp_path):
         # No sandbox outlives its task: agent 300 s + verifier 60 s (every demo task.toml) + the margin.
         assert kwargs["workdir"] == "/app" and kwargs["timeout"] == 300 + 60 + LIFETIME_MARGIN_S
     assert {tuple(c["args"]) for c in sdk if c["call"] == "Client.from_credentials"} == {("ak-private", SECRET)}
+    # The Dockerfiles build FROM the recipe's base (a public one by default; the tests' offline one here).
+    builds = [c["kwargs"]["build_args"] for c in sdk if c["call"] == "Image.from_dockerfile"]
+    assert builds == [{"BASE_IMAGE": "agentcompass/base:bookworm"}] * 6
     for path in results.rglob("*"):
         if path.is_file():
             assert SECRET not in path.read_text(errors="replace"), path
@@ -344,6 +470,76 @@ def test_config_show_redacts_the_tokens(modal_cli, tmp_path):
     assert show.returncode == 0, show.stderr
     assert SECRET not in show.stdout and "ak-private" not in show.stdout
     assert "***" in show.stdout
+
+
+def test_docs_names_and_aliases_through_the_cli(modal_cli, tmp_path):
+    creds = {"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x"}
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(tmp_path / "out"),
+                         "--benchmark-params", '{"limit": 1}', "--env-params", '{"cpu": 4, "timeout": 3600}',
+                         "environments.modal.memory_mb=2048", env=creds)
+    assert run.returncode == 0, run.stderr
+    [create] = [c["kwargs"] for c in sdk if c["call"] == "Sandbox.create"]
+    assert (create["cpu"], create["memory"], create["timeout"]) == ([4.0, 4.0], [2048, 2048], 3600)
+    show, _ = modal_cli("config", "show", "demo", "oracle", "none", "--env", "modal",
+                        "--env-params", '{"cpus": 2, "idle_timeout_s": 60}', env=creds)
+    assert show.returncode == 0, show.stderr
+    env = show.stdout.split("\nenv:\n", 1)[1]
+    assert "  cpu: 2" in env and "  idle_timeout: 60" in env  # the canonical spelling, whatever was typed
+    assert "cpus" not in env and "idle_timeout_s" not in env
+
+
+def test_an_error_no_retry_can_fix_stops_the_run_with_one_line(modal_cli, tmp_path):
+    results = tmp_path / "out"
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(results),
+                         "--run-name", "bad", "--task-concurrency", "1",
+                         env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x",
+                              fake_modal.FAIL_ENV: "PermissionDeniedError"})
+    assert run.returncode == 2, run.stderr
+    assert "PermissionDeniedError" in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert count(sdk, "Sandbox.create") == 1  # not retried, and no other task tried
+    trials = list(results.glob("bad/*/trials.jsonl"))
+    assert not any(t.read_text().strip() for t in trials)  # nothing recorded: a rerun after the fix runs them
+    [run_json] = results.glob("bad/*/run.json")
+    assert json.loads(run_json.read_text())["status"] == "stopped"
+
+
+def test_a_transient_error_is_retried(modal_cli, tmp_path):
+    results = tmp_path / "out"
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(results),
+                         "--benchmark-params", '{"limit": 1}', "run.retry_backoff_s=0.1",
+                         env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x",
+                              fake_modal.FAIL_ENV: "ResourceExhaustedError:1"})
+    assert run.returncode == 0, run.stderr
+    [trial] = [json.loads(line) for line in next(results.glob("*/*/trials.jsonl")).read_text().splitlines()]
+    assert (trial["status"], trial["retries"]) == ("passed", 1)
+
+
+def test_env_open_qps_paces_sandbox_creation(modal_cli, tmp_path):
+    from test_pacing import assert_rate
+
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(tmp_path / "out"),
+                         "--k", "4", "--task-concurrency", "8", "--env-open-qps", "2",
+                         env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x"})
+    assert run.returncode == 0, run.stderr
+    created = sorted(c["t"] for c in sdk if c["call"] == "Sandbox.create")
+    assert len(created) == 24
+    assert_rate(created, 2, 2)
+    trials = [json.loads(line) for line in next((tmp_path / "out").glob("*/*/trials.jsonl")).read_text().splitlines()]
+    waited = [t for t in trials if t["timings"].get("wait", 0) > 1]
+    assert waited and all(t["timings"]["total"] < t["timings"]["wait"] + 30 for t in waited)
+    assert all(t["timings"]["total"] < 30 for t in trials)  # the wait is not the trial's time
+
+
+def test_provider_limit_caps_open_sandboxes(modal_cli, tmp_path):
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(tmp_path / "out"),
+                         "--k", "3", "--task-concurrency", "8", "--provider-limit", "3", "run.env_open_qps=100",
+                         env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x"})
+    assert run.returncode == 0, run.stderr
+    open_now = most = 0
+    for call in sdk:  # in the order the fake recorded them
+        open_now += {"Sandbox.create": 1, "Sandbox.terminate": -1}.get(call["call"], 0)
+        most = max(most, open_now)
+    assert most == 3 and count(sdk, "Sandbox.create") == 18
 
 
 def test_missing_credentials_exit_2_with_one_line(modal_cli, tmp_path):
@@ -382,7 +578,8 @@ def test_a_sandbox_lost_in_the_agent_or_the_verifier_phase_is_retried(modal_cli,
     (trial,) = [json.loads(line) for line in next(results.glob("loss/*/trials.jsonl")).read_text().splitlines()]
     # Lost under solve.sh (agent), then under test.sh (verifier): two retries, then a pass.
     assert (trial["status"], trial["retries"]) == ("passed", 2), trial
-    assert count(sdk, "Sandbox.create") == 3 and count(sdk, "Sandbox.terminate") == 3
+    # Three sandboxes, each terminated (a create that found the name still held by the ending one retried).
+    assert len({c["args"][0] for c in sdk if c["call"] == "Sandbox.exec"}) == 3 and count(sdk, "Sandbox.terminate") == 3
 
 
 def count(sdk: list[dict], name: str) -> int:
@@ -437,6 +634,83 @@ def test_cleanup_takes_credentials_from_a_private_config(modal_cli, tmp_path):
     assert SECRET not in run.stdout + run.stderr
 
 
+# -- env check modal --------------------------------------------------------------------------------
+def env_check(modal_cli, tmp_path, *extra: str, env: dict[str, str] | None = None):
+    run, sdk = modal_cli("env", "check", "modal", *extra, env=env)
+    return run, [tuple(c["args"]) for c in sdk if c["call"] == "Client.from_credentials"], sdk
+
+
+def modal_toml(tmp_path: Path, text: str) -> dict[str, str]:
+    path = tmp_path / "profiles.toml"
+    path.write_text(text)
+    return {"MODAL_CONFIG_PATH": str(path)}
+
+
+PROFILE = '[work]\nactive = true\ntoken_id = "ak-file"\ntoken_secret = "' + SECRET + '"\nenvironment = "dev"\n'
+
+
+@pytest.mark.parametrize("source", ["config", "environment", "profile"])
+def test_env_check_names_each_credential_source_alone(modal_cli, tmp_path, source):
+    extra = ("--config", str(private_config(tmp_path))) if source == "config" else ()
+    env = {"config": {"MY_MODAL_SECRET": SECRET},
+           "environment": {"MODAL_TOKEN_ID": "ak-env", "MODAL_TOKEN_SECRET": SECRET},
+           "profile": modal_toml(tmp_path, PROFILE)}[source]
+    run, used, sdk = env_check(modal_cli, tmp_path, *extra, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    expected = {"config": ("--config " + str(tmp_path / "private.yaml"), "ak-private"),
+                "environment": ("MODAL_TOKEN_ID and MODAL_TOKEN_SECRET", "ak-env"),
+                "profile": ("profile 'work' of " + str(tmp_path / "profiles.toml"), "ak-file")}[source]
+    assert run.stdout.startswith("env modal: ready") and expected[0] in run.stdout
+    assert used == [(expected[1], SECRET)] and any(c["call"] == "Client.hello" for c in sdk)
+    assert SECRET not in run.stdout + run.stderr
+    if source == "profile":
+        assert "environment: dev (from the profile)" in run.stdout
+
+
+def test_env_check_with_every_source_uses_the_config_file(modal_cli, tmp_path):
+    env = {"MY_MODAL_SECRET": SECRET, "MODAL_TOKEN_ID": "ak-env", "MODAL_TOKEN_SECRET": "as-env",
+           **modal_toml(tmp_path, PROFILE)}
+    run, used, _ = env_check(modal_cli, tmp_path, "--config", str(private_config(tmp_path)), env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert used == [("ak-private", SECRET)] and "--config" in run.stdout and SECRET not in run.stdout + run.stderr
+
+
+def test_env_check_without_credentials_exits_1_with_the_setup_steps(modal_cli, tmp_path):
+    run, used, _ = env_check(modal_cli, tmp_path)
+    assert run.returncode == 1 and used == []
+    assert "not ready" in run.stdout
+    for step in ("modal setup", "modal token set", "MODAL_TOKEN_ID", "--config FILE"):
+        assert step in run.stdout
+
+
+def test_env_check_with_rejected_credentials_exits_1(modal_cli, tmp_path):
+    run, _, _ = env_check(modal_cli, tmp_path, env={"MODAL_TOKEN_ID": fake_modal.REJECTED_TOKEN,
+                                                    "MODAL_TOKEN_SECRET": SECRET})
+    assert run.returncode == 1 and "rejected" in run.stdout and SECRET not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[a]\ntoken_id = 'x'\n[b\n", "is not valid TOML"),
+    ("[a]\nactive = true\n[b]\nactive = true\n", "several Modal profiles active"),
+    ("[a]\ntoken_id = 'x'\ntoken_secret = 'y'\n[b]\ntoken_id = 'x'\ntoken_secret = 'y'\n", "none is active"),
+])
+def test_a_modal_toml_the_sdk_would_refuse_is_one_line(modal_cli, tmp_path, text, expected):
+    run, used, _ = env_check(modal_cli, tmp_path, env=modal_toml(tmp_path, text))
+    assert run.returncode == 1 and expected in run.stdout and used == [] and "Traceback" not in run.stderr
+    again, _ = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(tmp_path / "o"),
+                         env=modal_toml(tmp_path, text))
+    assert again.returncode == 2 and expected in again.stderr and len(again.stderr.strip().splitlines()) == 1
+
+
+def test_list_envs_shows_readiness_without_the_network(modal_cli, tmp_path):
+    run, sdk = modal_cli("list", "envs", env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x"})
+    assert run.returncode == 0, run.stderr
+    assert [line for line in run.stdout.splitlines() if line.strip().startswith("modal")][0].endswith("[ready]")
+    assert sdk == []  # no client was made
+    bare, _ = modal_cli("list", "envs")
+    assert "not ready: credentials: none found; see `agentcompass env check modal`" in bare.stdout
+
+
 # -- live Modal (opt in) ----------------------------------------------------------------------------
 @pytest.fixture
 def live(request, real_modal):
@@ -480,3 +754,35 @@ def test_sandbox_lifetime_defaults_to_the_tasks_timeouts_plus_a_margin():
     task = Task(id="t", instruction="", agent_timeout_s=900, verify_timeout_s=300, build_timeout_s=None)
     assert task.sandbox_spec("n", {}, None).lifetime_s == 900 + 300 + LIFETIME_MARGIN_S
     assert Task(id="u", instruction="").sandbox_spec("n", {}, None).lifetime_s is None
+    # A harness limit longer than the task's agent timeout (mini_swe_agent's wall_time_limit_s) extends it.
+    assert task.sandbox_spec("n", {}, None, 3600).lifetime_s == 3600 + 300 + LIFETIME_MARGIN_S
+    assert task.sandbox_spec("n", {}, None, 60).lifetime_s == 900 + 300 + LIFETIME_MARGIN_S
+
+
+def test_the_trial_gives_the_sandbox_the_harness_time_limit(tmp_path):
+    from agentcompass.harnesses.mini_swe_agent import MiniSweAgentHarness
+    from agentcompass.trial import OpenSandboxes, TrialRunner
+
+    class Refuse:
+        specs: list = []
+
+        def open(self, spec):
+            self.specs.append(spec)
+            raise InfraError("stop here")
+
+    harness = MiniSweAgentHarness(wall_time_limit_s=5000)
+    provider = Refuse()
+    runner = TrialRunner(None, harness, provider, None, "r", {}, OpenSandboxes())
+    with pytest.raises(InfraError):
+        runner.run(Task(id="t", instruction="", agent_timeout_s=600, verify_timeout_s=60), 1, tmp_path)
+    assert provider.specs[0].lifetime_s == 5000 + 60 + LIFETIME_MARGIN_S
+
+
+@pytest.mark.modal
+def test_live_env_check_then_validate_demo(live, cli, tmp_path):
+    """A new user's first two steps on real Modal: the credentials work, then the demo validates."""
+    check = cli("env", "check", "modal")
+    assert check.returncode == 0 and "Modal accepted the credentials" in check.stdout, check.stdout + check.stderr
+    env = {"AGENTCOMPASS_BASE_IMAGE": "python:3.11-slim-bookworm"}  # the public base, as a user has it
+    run = cli("validate", "demo", "--env", "modal", "--results-dir", str(tmp_path), env=env, timeout=1800)
+    assert run.returncode == 0, run.stdout + run.stderr

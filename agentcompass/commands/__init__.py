@@ -9,4 +9,5 @@ COMMAND_MODULES: dict[str, str] = {
     "cleanup": "agentcompass.commands.cleanup",
     "validate": "agentcompass.commands.validate",
     "report": "agentcompass.commands.report",
+    "env": "agentcompass.commands.env",
 }

@@ -20,7 +20,7 @@ EXAMPLES = """examples:
 
 
 def register(subparsers: Any) -> None:
-    from agentcompass.cli import add_overlay_args, env_help, positive_int
+    from agentcompass.cli import add_overlay_args, add_pacing_args, env_help, positive_int
 
     parser = subparsers.add_parser("validate", help="check that the oracle passes and nop fails on every task",
                                    epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -29,6 +29,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--benchmark-params", metavar="JSON", help="deep-merged into benchmark.params (e.g. sample_ids)")
     parser.add_argument("--env-params", metavar="JSON", help="deep-merged into env")
     parser.add_argument("--task-concurrency", type=positive_int, metavar="N", help="trials at once (default 4)")
+    add_pacing_args(parser)
     add_overlay_args(parser)
     parser.add_argument("--results-dir", metavar="DIR", help="default results/")
     parser.add_argument("--run-name", metavar="NAME", help="default validate-<timestamp>; reuse a name to resume")

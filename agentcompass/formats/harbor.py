@@ -105,6 +105,7 @@ class HarborFormat:
             workdir=recipe.workdir or environment.get("workdir") or "/app",
             image=image,
             build_context=dockerfile.parent if dockerfile.is_file() and not image else None,
+            build_args=dict(recipe.build_args),
             runs_on_host=recipe.runs_on_host,
             seed_dir=seed if seed.is_dir() else None,
             env={**recipe.env, **{k: str(v) for k, v in environment.get("env", {}).items()}},

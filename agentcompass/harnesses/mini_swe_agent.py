@@ -269,13 +269,17 @@ class MiniSweAgentHarness:
         self.submits = self.settings.submission if self.settings.submission is not None else bool(
             SUBMITS_OUTPUT.search(templates))
 
+    def time_limit_s(self, task: Task) -> float | None:
+        """The agent's wall-clock limit: the setting, else the task's agent timeout (the sandbox lives this long)."""
+        return self.settings.wall_time_limit_s or task.agent_timeout_s
+
     def run(
         self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
     ) -> AgentOutcome:
         kwargs = completion_kwargs(model)
         secret = kwargs.get("api_key")
         meter = Meter(model, trial.dir / CALLS_FILE)
-        wall_s = self.settings.wall_time_limit_s or task.agent_timeout_s or 0
+        wall_s = self.time_limit_s(task) or 0
         lm = self._model(meter, kwargs)
         lm.stopping, lm.timeout = trial.stopping, request_timeout(model)
         env = self._environment(task, sandbox, trial, secret, wall_s)

@@ -22,7 +22,10 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentcompass.errors import InfraError, UserError
+from pydantic import AliasChoices, Field
+
+from agentcompass.errors import BuildFailed, InfraError, UserError
+from agentcompass.readiness import docker_readiness
 from agentcompass.providers.remote import (
     EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed, is_leftover, one_line,
     process_owner, read_frames, upload_archive,
@@ -50,13 +53,15 @@ def docker_host() -> str:
 
 
 class DockerProvider:
+    readiness = staticmethod(docker_readiness)  # `env check docker`
     name = "docker"
 
     class Settings(Strict):
         image: str | None = None  # run-wide image for every task, instead of the task's own
         network: str = "bridge"  # for tasks that allow internet; the others get `none`
-        cpus: Positive | None = None  # overrides the task's cpus (clamped to the engine's CPU count)
-        memory_mb: PositiveInt | None = None  # overrides the task's memory
+        # One spelling across providers (the Modal docs'); the older names are accepted as aliases.
+        cpu: Positive | None = Field(None, validation_alias=AliasChoices("cpus", "cpu"))  # overrides the task's cpus (clamped to the engine's CPU count)
+        memory: PositiveInt | None = Field(None, validation_alias=AliasChoices("memory_mb", "memory"))  # MiB; overrides the task's
         shell: str = "bash"  # runs every exec'd command: SHELL -c CMD
         init: bool = True  # the engine's init as PID 1 reaps the orphans a killed command leaves behind
         output_cap_bytes: PositiveInt = DEFAULT_OUTPUT_CAP  # kept per stream and exec; the rest is dropped and marked
@@ -76,6 +81,8 @@ class DockerProvider:
         self._ready: set[str] = set()  # images known to be present on the engine
         self._tags: dict[Path, str] = {}  # build context -> content-hash tag
         self._registry_checked = False
+        self._bases_checked: set[str] = set()  # FROM images found in their registry before the run
+        self._failed_builds: dict[str, str] = {}  # build context and args -> the failure, reported once
         self._owner = process_owner(uuid.uuid4().hex[:8])  # labels our containers, for the name-clash rule
 
     # -- engine --------------------------------------------------------------------------
@@ -123,6 +130,7 @@ class DockerProvider:
             if spec.build_context is None:
                 raise UserError(f"task '{spec.name}' names no image and has no environment/Dockerfile; "
                                 "pass one with --env-params '{\"image\": \"NAME\"}'")
+            self._check_build_bases(spec)
             return
         if self._registry_checked or self._has_image(image):
             return
@@ -141,10 +149,10 @@ class DockerProvider:
         client = spec.compose.client if spec.compose else None
         services = self._start_services(spec) if spec.compose else []
         settings = self.settings
-        cpus = settings.cpus or spec.cpus
+        cpus = settings.cpu or spec.cpus
         if cpus and self._engine_cpus:
             cpus = min(cpus, self._engine_cpus)
-        memory_mb = settings.memory_mb or spec.memory_mb
+        memory_mb = settings.memory or spec.memory_mb
         api = self.client.api
         host_config = api.create_host_config(
             network_mode=(client.network_mode or spec.name) if client else settings.network if spec.allow_internet else "none",
@@ -230,7 +238,43 @@ class DockerProvider:
         client = spec.compose.client if spec.compose else None
         if client:
             return self._build(spec.build_context, spec.log_dir, client.dockerfile, client.build_args), True
-        return self._build(spec.build_context, spec.log_dir), True
+        return self._build_once(spec), True
+
+    def _build_once(self, spec: SandboxSpec) -> str:
+        """Build the task's image; a failed build is recorded once per image and never retried: every
+        other trial needing it fails at once (building again would fail the same way)."""
+        assert spec.build_context is not None
+        key = f"{spec.build_context} {sorted(spec.build_args.items())}"
+        with self._lock:
+            failed = self._failed_builds.get(key)
+        if failed:
+            raise BuildFailed(f"{failed} (not built again)")
+        try:
+            return self._build(spec.build_context, spec.log_dir, build_args=spec.build_args)
+        except InfraError as exc:
+            with self._lock:
+                self._failed_builds[key] = str(exc)
+            raise BuildFailed(str(exc)) from exc
+
+    def _check_build_bases(self, spec: SandboxSpec) -> None:
+        """Before the run: each image a task's Dockerfile builds FROM is local or in its registry; else one
+        line on how to have it (the offline base is built, never pulled)."""
+        import docker
+
+        assert spec.build_context is not None
+        dockerfile = (spec.build_context / "Dockerfile").read_text(encoding="utf-8", errors="replace")
+        for base in base_images(dockerfile, spec.build_args):
+            if base in self._bases_checked or self._has_image(base):
+                continue
+            try:
+                self.client.api.inspect_distribution(base)
+            except docker.errors.APIError as exc:
+                raise UserError(f"task '{spec.name}' builds FROM '{base}', which is neither on this Docker engine nor "
+                                f"in its registry ({one_line(getattr(exc, 'explanation', None) or exc)[:160]}); make it "
+                                "available, or choose another base with the recipe's build_args (the demo, offline: "
+                                "scripts/build-base-image.sh, then export AGENTCOMPASS_BASE_IMAGE=agentcompass/base:bookworm)"
+                                ) from exc
+            self._bases_checked.add(base)
 
     def service_image(self, service: ContainerSpec, log_dir: Path | None) -> str:
         """A compose service's image: pulled, or built (its log is build-SERVICE.log)."""
@@ -276,7 +320,7 @@ class DockerProvider:
             tag = self._tags.get(key)
         if tag is None:
             # The base images' ids are part of the identity: a rebuilt base means a rebuilt task image.
-            recipe = f"{context_digest(context)}\n{self._base_ids(context / dockerfile)}\n{dockerfile}\n{args}"
+            recipe = f"{context_digest(context)}\n{self._base_ids(context / dockerfile, dict(args))}\n{dockerfile}\n{args}"
             identity = hashlib.sha256(recipe.encode()).hexdigest()
             tag = f"agentcompass-task/{repository_name(task)}:{identity[:16]}"
             with self._lock:
@@ -301,12 +345,12 @@ class DockerProvider:
         """Ctrl-C: end every image build in flight (the sandboxes are closed by the runner)."""
         BUILDS.kill_all()
 
-    def _base_ids(self, dockerfile: Path) -> str:
+    def _base_ids(self, dockerfile: Path, build_args: dict[str, str]) -> str:
         """The local image ids of the Dockerfile's FROM images (`missing` for one the build will pull)."""
         import docker
 
         ids = []
-        for ref in from_images(dockerfile.read_text(encoding="utf-8", errors="replace")):
+        for ref in base_images(dockerfile.read_text(encoding="utf-8", errors="replace"), build_args):
             try:
                 ids.append(self.client.api.inspect_image(ref)["Id"])
             except docker.errors.ImageNotFound:
@@ -328,6 +372,18 @@ def from_images(dockerfile: str) -> list[str]:
         if len(words) >= 4 and words[2].upper() == "AS":
             stages.add(words[3])
     return images
+
+
+def base_images(dockerfile: str, build_args: dict[str, str]) -> list[str]:
+    """from_images with `${NAME}` / `$NAME` filled in from the build args, else the ARG's default."""
+    values = {}
+    for line in dockerfile.splitlines():
+        words = line.split(None, 1)
+        if len(words) == 2 and words[0].upper() == "ARG":
+            name, _, default = words[1].strip().partition("=")
+            values[name] = default.strip().strip('"')
+    values.update(build_args)
+    return [re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m[1], m[0]), ref) for ref in from_images(dockerfile)]
 
 
 def pull_failure(image: str, answer: Any) -> str:

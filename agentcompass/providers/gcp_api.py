@@ -10,7 +10,7 @@ import time
 import uuid
 from typing import Any
 
-from agentcompass.errors import InfraError, UserError
+from agentcompass.errors import FatalInfraError, InfraError, UserError
 from agentcompass.providers.remote import one_line
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -21,11 +21,8 @@ CREDENTIALS_HINT = ("no GCP credentials: run `gcloud auth application-default lo
                     "or put environments.gcp.credentials_file in a private --config file")
 
 
-class GcpRefused(InfraError):
+class GcpRefused(FatalInfraError):
     """GCP refused for want of a role or a quota: no trial can get past it, so the run stops."""
-
-    retryable = False
-    stops_run = True
 
 
 def gcp_credentials(project_id: str | None = None, credentials_file: str | None = None) -> tuple[Any, str]:

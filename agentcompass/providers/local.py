@@ -29,6 +29,7 @@ import structlog
 from agentcompass.errors import InfraError, SandboxLost, UserError
 from agentcompass.providers.local_procs import REAPER, Command
 from agentcompass.providers.remote import EXEC_MARK
+from agentcompass.readiness import local_readiness
 from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
 from agentcompass.schema import Strict
 
@@ -133,6 +134,7 @@ def is_under(path: str, folder: str) -> bool:
 
 class LocalProvider:
     name = "local"
+    readiness = staticmethod(local_readiness)  # `env check local`
 
     class Settings(Strict):
         isolation: Literal["auto", "bwrap", "none"] = "auto"

@@ -4,29 +4,31 @@ The image is a run-wide override, the task's registry image (`Image.from_registr
 task's environment/Dockerfile (`Image.from_dockerfile`, cached by Modal per content). A
 sandbox shares no filesystem with the orchestrator: commands go through `Sandbox.exec`, files
 travel as tar archives through an exec's stdin and stdout. Modal's own sandbox `timeout` caps
-every sandbox's life, so none outlives a crashed run by more than that. Credentials come from
-a private `--config` (environments.modal.token_id/token_secret), then MODAL_TOKEN_ID and
-MODAL_TOKEN_SECRET, then ~/.modal.toml, and go to the SDK as a Client object only. The
-`modal` SDK is imported inside the methods that use it, never when the CLI starts.
+every sandbox's life, so none outlives a crashed run by more than that. Credentials (see
+modal_setup.py) go to the SDK as a Client object only. The `modal` SDK is imported inside the
+methods that use it, never when the CLI starts.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import math
-import os
+import string
 import tarfile
 import tempfile
 import threading
 import time
-import tomllib
 import uuid
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from pydantic import SecretStr
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 
-from agentcompass.errors import InfraError, UserError
+from agentcompass.errors import BuildFailed, FatalInfraError, InfraError, TrialError, UserError
+from agentcompass.providers.modal_setup import (  # noqa: F401  (modal_credentials: re-exported for tests)
+    CREDENTIALS_HINT, ModalCredentials, modal_credentials, modal_readiness,
+)
 from agentcompass.providers.remote import (
     DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed,
     is_leftover, one_line, process_owner, upload_archive,
@@ -37,65 +39,67 @@ from agentcompass.schema import Positive, PositiveInt, Strict
 if TYPE_CHECKING:
     import modal
 
+    from agentcompass.readiness import Readiness
+
 DEFAULT_LIFETIME_S = 2 * 3600  # when neither the settings nor the task say how long a sandbox may live
 MAX_LIFETIME_S = 24 * 3600  # Modal's own ceiling for a sandbox's timeout
 MAX_NAME_LEN = 64  # Modal object names: [a-zA-Z0-9_.-], at most 64 characters
+NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")  # the SDK's is_valid_object_name
 MISSING_EXIT = 44  # the download script's exit code for a path that does not exist
 UPLOAD_CHUNK = 1024 * 1024
-CREDENTIALS_HINT = ("no Modal credentials: set environments.modal.token_id and token_secret in a private --config file, "
-                    "or MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, or run `modal token new` (~/.modal.toml)")
+MAX_INLINE_COMMAND = 60 * 1024  # Modal refuses an exec whose arguments pass 64 KiB (ARG_MAX_BYTES in the SDK)
+TRANSFER_TIMEOUT_S = 1800  # a tar upload or download: Modal ends it past this
+NAME_RELEASE_WAIT_S = 60  # how long a terminating sandbox may keep its name from the next attempt
 # Tar up $1 from its parent directory, so the archive's top entry is its basename.
 DOWNLOAD_SCRIPT = f'test -e "$1" || exit {MISSING_EXIT}; cd "$(dirname "$1")" && exec tar -cf - "$(basename "$1")"'
 
 
-def modal_credentials(token_id: str | None, token_secret: str | None) -> tuple[str, str] | None:
-    """(token_id, token_secret) from the first source that has both: config, environment, ~/.modal.toml."""
-    if token_id and token_secret:
-        return token_id, token_secret
-    env_id, env_secret = os.environ.get("MODAL_TOKEN_ID"), os.environ.get("MODAL_TOKEN_SECRET")
-    if env_id and env_secret:
-        return env_id, env_secret
-    path = Path(os.environ.get("MODAL_CONFIG_PATH") or Path.home() / ".modal.toml")
-    try:
-        profiles = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-    wanted = os.environ.get("MODAL_PROFILE")
-    chosen = [p for name, p in profiles.items() if isinstance(p, dict) and (name == wanted if wanted else p.get("active"))]
-    if not chosen and not wanted:
-        chosen = [p for p in profiles.values() if isinstance(p, dict)][:1]  # one profile, none marked active
-    if chosen and chosen[0].get("token_id") and chosen[0].get("token_secret"):
-        return str(chosen[0]["token_id"]), str(chosen[0]["token_secret"])
-    return None
-
-
 def modal_name(name: str) -> str:
-    """A sandbox name Modal accepts, unique per trial: long names keep a hash of the whole."""
-    name = "".join(c if c.isalnum() or c in "_.-" else "-" for c in name)
-    if len(name) <= MAX_NAME_LEN:
+    """A sandbox name Modal accepts ([a-zA-Z0-9_.-], at most 64 characters), unique per trial: a name
+    that had to be changed or cut ends in a hash of the whole original, so two trials never share one."""
+    safe = "".join(c if c in NAME_CHARS else "-" for c in name)
+    if safe == name and len(name) <= MAX_NAME_LEN:
         return name
-    return f"{name[: MAX_NAME_LEN - 17]}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return f"{safe[: MAX_NAME_LEN - len(digest) - 1]}-{digest}"
 
 
 class ModalProvider:
     name = "modal"
     extra, extra_modules = "modal", ("modal",)  # checked before a run (registry.check_extra)
+    # Pacing defaults (run.env_open_qps / run.provider_limit override them): Modal answers
+    # ResourceExhaustedError past a few sandbox creations a second; concurrency is the account's to cap.
+    default_open_qps, default_provider_limit = 4.0, None
 
     class Settings(Strict):
+        """The names of the Modal docs' parameter table; the older spellings are accepted as aliases (listed
+        first: the shipped YAML sets the canonical name to null, so an alias present is what the user typed)."""
+
         app_name: str = "agentcompass"  # the Modal app the sandboxes belong to (created when missing)
         environment_name: str | None = None  # Modal environment; default: the profile's
         image: str | None = None  # run-wide registry image for every task, instead of the task's own
+        named_image: str | None = None  # a published Modal image, looked up by name (Image.from_name)
         add_python: str | None = None  # e.g. "3.11": let Modal add Python to an image without it
-        cpus: Positive | None = None  # overrides the task's cpus
-        memory_mb: PositiveInt | None = None  # overrides the task's memory
+        # cpu and memory (MiB) override the task's; both are passed as (request, limit), like docker's caps.
+        cpu: Positive | None = Field(None, validation_alias=AliasChoices("cpus", "cpu"))
+        memory: PositiveInt | None = Field(None, validation_alias=AliasChoices("memory_mb", "memory"))
+        gpu: str | None = None  # e.g. "A10G" or "H100:2"
         region: str | None = None
-        timeout_s: PositiveInt | None = None  # hard cap on a sandbox's life; default the task's, else 2 h
-        idle_timeout_s: PositiveInt | None = None  # Modal ends a sandbox idle this long
+        timeout: PositiveInt | None = Field(None, validation_alias=AliasChoices("timeout_s", "timeout"))
+        idle_timeout: PositiveInt | None = Field(None, validation_alias=AliasChoices("idle_timeout_s", "idle_timeout"))
+        env_variables: dict[str, str] = Field(default_factory=dict)  # non-secret variables for every sandbox
         block_network: bool | None = None  # default: blocked when the task disallows internet
         token_id: SecretStr | None = None
         token_secret: SecretStr | None = None
         shell: str = "bash"  # runs every exec'd command: SHELL -c CMD
         output_cap_bytes: PositiveInt = DEFAULT_OUTPUT_CAP
+        ready_timeout: PositiveInt = 600  # how long a new sandbox may take to be scheduled and start
+
+        @model_validator(mode="after")
+        def _one_image(self) -> "ModalProvider.Settings":
+            if self.image and self.named_image:
+                raise ValueError("set image (a registry image) or named_image (a Modal image), not both")
+            return self
 
     def __init__(self, keep: bool = False, **settings: Any) -> None:
         self.settings = self.Settings(**settings)
@@ -104,22 +108,22 @@ class ModalProvider:
         self._client: "modal.Client | None" = None
         self._app: "modal.App | None" = None
         self._images: dict[str, "modal.Image"] = {}
+        self._failed_builds: dict[str, str] = {}  # image key -> the failure, reported once per image
         self._owner = process_owner(uuid.uuid4().hex[:8])  # tags our sandboxes, for the name-clash rule
 
     # -- connection ----------------------------------------------------------------------
     def _connect(self) -> tuple["modal.Client", "modal.App"]:
         """One authenticated client and the app, shared by every trial of the run."""
-        import modal
-
         with self._lock:
             if self._client is None or self._app is None:
                 s = self.settings
-                credentials = modal_credentials(s.token_id and s.token_id.get_secret_value(),
-                                                s.token_secret and s.token_secret.get_secret_value())
+                credentials = self._credentials()
                 if credentials is None:
                     raise UserError(CREDENTIALS_HINT)
+                import modal  # after the checks: the SDK raises at import on a ~/.modal.toml it refuses
+
                 try:
-                    client = modal.Client.from_credentials(*credentials)
+                    client = modal.Client.from_credentials(credentials.token_id, credentials.token_secret)
                     self._app = modal.App.lookup(s.app_name, client=client, environment_name=s.environment_name,
                                                  create_if_missing=True)
                 except modal.exception.AuthError as exc:
@@ -130,10 +134,21 @@ class ModalProvider:
                 self._client = client
             return self._client, self._app
 
+    def _credentials(self, config_source: str = "") -> ModalCredentials | None:
+        s = self.settings
+        return modal_credentials(s.token_id and s.token_id.get_secret_value(),
+                                 s.token_secret and s.token_secret.get_secret_value(),
+                                 config_source or "environments.modal in a --config file")
+
+    @classmethod
+    def readiness(cls, settings: dict[str, Any], live: bool, config_source: str = "") -> "Readiness":
+        """`env check modal` and `list envs`: the credentials' source and (live) whether Modal accepts them."""
+        return modal_readiness(cls(**settings), live, config_source)
+
     # -- provider protocol ---------------------------------------------------------------
     def check(self, spec: SandboxSpec) -> None:
         """Before the run: the task has an image Modal can use, and Modal accepts the credentials."""
-        if not (self.settings.image or spec.image or (spec.build_context and (spec.build_context / "Dockerfile").is_file())):
+        if not (self.settings.image or self.settings.named_image or spec.image or (spec.build_context and (spec.build_context / "Dockerfile").is_file())):
             raise UserError(f"task '{spec.name}' names no image and has no environment/Dockerfile; "
                             "pass one with --env-params '{\"image\": \"NAME\"}'")
         self._connect()
@@ -142,30 +157,65 @@ class ModalProvider:
         import modal
 
         client, app = self._connect()
-        image, own = self._image_for(spec)
+        image, own = self._image_for(spec, client)
         s = self.settings
         block = s.block_network if s.block_network is not None else not spec.allow_internet
-        lifetime = min(int(s.timeout_s or spec.lifetime_s or DEFAULT_LIFETIME_S), MAX_LIFETIME_S)
+        lifetime = min(int(s.timeout or spec.lifetime_s or DEFAULT_LIFETIME_S), MAX_LIFETIME_S)
         name = modal_name(spec.name)
         create = dict(app=app, name=name, tags={**spec.labels, OWNER_LABEL: self._owner}, image=image,
-                      env=dict(spec.env) or None, timeout=lifetime, idle_timeout=s.idle_timeout_s, workdir=spec.workdir or None,
-                      cpu=s.cpus or spec.cpus, memory=s.memory_mb or spec.memory_mb, region=s.region,
+                      env={**spec.env, **s.env_variables} or None, timeout=lifetime, idle_timeout=s.idle_timeout,
+                      workdir=spec.workdir or None, gpu=s.gpu, cpu=request_and_limit(s.cpu or spec.cpus),
+                      memory=request_and_limit(s.memory or spec.memory_mb), region=s.region,
                       block_network=block, client=client)
         try:
+            sandbox = self._create(create, spec)
+        except modal.exception.ImageBuildError as exc:
+            raise self._build_failed(spec, exc) from exc
+        except modal.exception.Error as exc:
+            raise classify(exc, f"cannot create Modal sandbox {name}") from exc
+        box = ModalSandbox(sandbox, spec, s, has_task_image=own)
+        box.wait_ready(s.ready_timeout)
+        return box
+
+    def _create(self, create: dict[str, Any], spec: SandboxSpec) -> "modal.Sandbox":
+        """Sandbox.create; a name still held is waited for while its sandbox ends (an earlier attempt's, just
+        terminated), and replaced when it is this very trial's leftover (a dead earlier process's), never
+        when it is a live sibling's."""
+        import modal
+
+        s, name = self.settings, create["name"]
+        deadline = time.monotonic() + NAME_RELEASE_WAIT_S
+        while True:
             try:
-                sandbox = modal.Sandbox.create(**create)
+                return modal.Sandbox.create(**create)
             except modal.exception.AlreadyExistsError:
-                # Only this very trial's leftover (a dead earlier process's) is replaced; never a live sibling's.
-                holder = modal.Sandbox.from_name(s.app_name, name, environment_name=s.environment_name, client=client)
+                try:
+                    holder = modal.Sandbox.from_name(s.app_name, name, environment_name=s.environment_name,
+                                                     client=create["client"])
+                except modal.exception.NotFoundError:  # it is ending: Modal frees the name once it has
+                    if time.monotonic() > deadline:
+                        raise InfraError(f"Modal sandbox name {name} was not freed within {NAME_RELEASE_WAIT_S}s")
+                    time.sleep(0.5)
+                    continue
                 if not is_leftover(holder.get_tags(), True, spec.labels, self._owner):
                     raise InfraError(f"Modal sandbox name {name} is held by a live sandbox of another process; is another "
                                      f"run using this run name? end it, or: agentcompass cleanup --env modal --run-name "
                                      f"{spec.labels.get('run', 'NAME')}")
-                holder.terminate()
-                sandbox = modal.Sandbox.create(**create)
-        except modal.exception.Error as exc:
-            raise InfraError(f"cannot create Modal sandbox {name}: {one_line(exc)[:300]}") from exc
-        return ModalSandbox(sandbox, spec, s, has_task_image=own)
+                holder.terminate(wait=True)  # the name is free only once the termination completed
+
+    def _build_failed(self, spec: SandboxSpec, exc: Exception) -> TrialError:
+        """An image that failed to build fails every trial that needs it at once, without building again."""
+        key = self._image_key(spec)
+        log = f"{spec.log_dir / 'build.log'}" if spec.log_dir else "the trial's build.log"
+        if spec.log_dir:
+            spec.log_dir.mkdir(parents=True, exist_ok=True)
+            (spec.log_dir / "build.log").write_text(str(exc), encoding="utf-8")
+        message = f"task '{spec.name}': Modal image build failed ({one_line(exc)[:200]}); see {log}"
+        if self.settings.image or self.settings.named_image:  # the run-wide image: no task can run
+            return FatalInfraError(message)
+        with self._lock:
+            self._failed_builds[key] = message
+        return BuildFailed(message)
 
     def cleanup(self, run_name: str | None = None) -> int:
         """Terminate sandboxes an earlier run left behind (tagged agentcompass=1 [and run=NAME])."""
@@ -183,25 +233,70 @@ class ModalProvider:
         return terminated
 
     # -- images --------------------------------------------------------------------------
-    def _image_for(self, spec: SandboxSpec) -> tuple["modal.Image", bool]:
-        """The image to run and whether it is the task's own (then it already holds the task's files)."""
+    def _image_key(self, spec: SandboxSpec) -> str:
+        s = self.settings
+        if s.named_image or s.image or spec.image:
+            return f"named:{s.named_image}" if s.named_image else str(s.image or spec.image)
+        return f"{spec.build_context} {sorted(spec.build_args.items())}"
+
+    def _image_for(self, spec: SandboxSpec, client: "modal.Client") -> tuple["modal.Image", bool]:
+        """The image to run and whether it is the task's own (then it already holds the task's files).
+
+        Precedence: the settings' image or named_image, then the task's registry image (the recipe's
+        per-provider override already merged into it), then the task's Dockerfile."""
         import modal
 
-        name = self.settings.image or spec.image
-        if name is None and spec.build_context is None:
+        s = self.settings
+        name = s.image or spec.image
+        if not (s.named_image or name or spec.build_context):
             raise InfraError(f"sandbox {spec.name} has no image and no Dockerfile to build")
-        key = name or str(spec.build_context)
+        key = self._image_key(spec)
         with self._lock:
+            if key in self._failed_builds:
+                raise BuildFailed(f"{self._failed_builds[key]} (not built again)")
             image = self._images.get(key)
-            if image is None:
-                add_python = self.settings.add_python
-                if name:
-                    image = modal.Image.from_registry(name, add_python=add_python)
+        if image is None:
+            try:
+                if s.named_image:
+                    image = modal.Image.from_name(s.named_image, environment_name=s.environment_name, client=client)
+                elif name:
+                    image = modal.Image.from_registry(name, add_python=s.add_python)
                 else:
                     context = spec.build_context
-                    image = modal.Image.from_dockerfile(context / "Dockerfile", context_dir=context, add_python=add_python)
-                self._images[key] = image
-        return image, self.settings.image is None
+                    image = modal.Image.from_dockerfile(context / "Dockerfile", context_dir=context,
+                                                        build_args=spec.build_args, add_python=s.add_python)
+            except modal.exception.NotFoundError as exc:
+                raise FatalInfraError(f"Modal image '{s.named_image}' not found ({one_line(exc)[:200]}); "
+                                      "check named_image and environment_name") from exc
+            except modal.exception.Error as exc:
+                raise classify(exc, "cannot look up the Modal image") from exc
+            with self._lock:
+                image = self._images.setdefault(key, image)
+        return image, not (s.image or s.named_image)
+
+
+def request_and_limit(value: float | None) -> Any:
+    """Modal reads a plain cpu or memory as a request that a busy process may exceed; a (request, limit)
+    pair caps it as docker does, so results stay comparable across envs."""
+    return None if value is None else (value, value)
+
+
+TRANSIENT = ("ServiceError", "InternalError", "InternalFailure", "ConnectionError", "ResourceExhaustedError",
+             "TimeoutError", "ExecTimeoutError", "SandboxTimeoutError", "ConflictError")
+FATAL = ("AuthError", "PermissionDeniedError", "InvalidError", "NotFoundError", "VersionError")
+
+
+def classify(exc: Exception, what: str) -> TrialError:
+    """A Modal error as a trial error by its class: transient ones are retried (InfraError); ones that no
+    retry can fix (bad credentials, no permission, an invalid setting, a missing app) stop the run."""
+    import modal
+
+    text = f"{what}: {one_line(exc)[:300]}"
+    if any(isinstance(exc, getattr(modal.exception, n, ())) for n in TRANSIENT):
+        return InfraError(text)
+    if any(isinstance(exc, getattr(modal.exception, n, ())) for n in FATAL):
+        return FatalInfraError(f"{text} ({type(exc).__name__}: not retried; fix the setting or the credentials)")
+    return InfraError(text)
 
 
 class ModalSandbox(RemoteSandbox):
@@ -215,6 +310,17 @@ class ModalSandbox(RemoteSandbox):
         return (f"modal shell {self.id}   (it ends by itself after its timeout; end it now with: "
                 f"agentcompass cleanup --env modal)")
 
+    def wait_ready(self, timeout: float) -> None:
+        """Wait, bounded, until the sandbox runs commands: Modal returns from create before it is scheduled,
+        and that wait must count neither against the first command's timeout nor forever."""
+        process = self._start("true", timeout=math.ceil(timeout))
+        waiter = threading.Thread(target=self._wait, args=(process,), daemon=True)
+        waiter.start()
+        waiter.join(timeout)
+        if waiter.is_alive():
+            self.close()
+            raise InfraError(f"Modal sandbox {self.id} did not start within {timeout:.0f}s")
+
     # -- exec ----------------------------------------------------------------------------
     def exec(
         self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None,
@@ -222,12 +328,19 @@ class ModalSandbox(RemoteSandbox):
     ) -> ExecResult:
         mark = uuid.uuid4().hex
         start = time.monotonic()
+        if len(cmd.encode()) > MAX_INLINE_COMMAND:  # Modal refuses an argv over 64 KiB: send it as a file
+            script = f"/tmp/agentcompass-cmd-{mark}.sh"
+            self._upload_bytes(cmd.encode(), script)
+            argv: tuple[str, ...] = (self.settings.shell, script)
+        else:
+            argv = (self.settings.shell, "-c", cmd)
         # Modal kills the command at its exec timeout; the kill below also catches what it forked.
-        process = self._start(self.settings.shell, "-c", cmd, workdir=cwd or self.spec.workdir or None,
-                              env={**(env or {}), EXEC_MARK: mark}, timeout=math.ceil(timeout) if timeout else None)
+        process = self._start(*argv, workdir=cwd or self.spec.workdir or None, env={**(env or {}), EXEC_MARK: mark},
+                              timeout=math.ceil(timeout) if timeout else MAX_LIFETIME_S)
         keep = self.settings.output_cap_bytes + 1  # one byte more than the cap, so cap_output marks the cut
         stdout, stderr = bytearray(), bytearray()
-        readers = [threading.Thread(target=read_capped, args=(stream, buffer, keep), daemon=True)
+        errors: list[Exception] = []
+        readers = [threading.Thread(target=read_capped, args=(stream, buffer, keep, errors), daemon=True)
                    for stream, buffer in ((process.stdout, stdout), (process.stderr, stderr))]
         for reader in readers:
             reader.start()
@@ -242,7 +355,9 @@ class ModalSandbox(RemoteSandbox):
             code = 124
         else:
             code = self._wait(process)
-            self._check_exit(code)  # a sandbox that died under the command: not the command's verdict
+            self._check_exit(code, broken=bool(errors))  # a sandbox that died under the command: not its verdict
+            if errors:  # the stream broke in a live sandbox: the output is incomplete, so there is no result
+                raise InfraError(f"output of a command in Modal sandbox {self.id} broke off: {one_line(errors[0])[:300]}")
             # Modal's own exec timeout ended it first: wait() reports -1 for that.
             if timeout and code == -1:
                 timed_out, code = True, 124
@@ -293,31 +408,44 @@ class ModalSandbox(RemoteSandbox):
     # -- files ---------------------------------------------------------------------------
     def upload(self, local: Path, remote: str) -> None:
         """Copy a file or a directory's contents to `remote`, creating parent directories."""
-        import modal
-
         with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
             upload_archive(local, remote, spool)
-            process = self._start("tar", "-xf", "-", "-C", "/")
-            try:
-                while chunk := spool.read(UPLOAD_CHUNK):
-                    process.stdin.write(chunk)
-                    process.stdin.drain()
-                process.stdin.write_eof()
+            self._send_archive(spool, f"upload of {local} to {remote}")
+
+    def _upload_bytes(self, data: bytes, remote: str) -> None:
+        with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
+            with tarfile.open(fileobj=spool, mode="w") as archive:
+                info = tarfile.TarInfo(remote.lstrip("/"))
+                info.size, info.mode = len(data), 0o644
+                archive.addfile(info, io.BytesIO(data))
+            spool.seek(0)
+            self._send_archive(spool, f"upload of a command to {remote}")
+
+    def _send_archive(self, spool: IO[bytes], what: str) -> None:
+        import modal
+
+        process = self._start("tar", "-xf", "-", "-C", "/", timeout=TRANSFER_TIMEOUT_S)
+        try:
+            while chunk := spool.read(UPLOAD_CHUNK):
+                process.stdin.write(chunk)
                 process.stdin.drain()
-            except modal.exception.Error as exc:
-                raise self._failure(f"upload of {local} to {remote} failed", exc) from exc
+            process.stdin.write_eof()
+            process.stdin.drain()
+        except modal.exception.Error as exc:
+            raise self._failure(f"{what} failed", exc) from exc
         error = bytearray()
-        read_capped(process.stderr, error, 4096)
+        read_capped(process.stderr, error, 4096, [])
         code = self._wait(process)
         if code != 0:
             self._raise_if_lost()
-            raise InfraError(f"upload of {local} to {remote} failed (tar exit {code}): {one_line(error.decode(errors='replace'))[:300]}")
+            raise InfraError(f"{what} failed (tar exit {code}): {one_line(error.decode(errors='replace'))[:300]}")
 
     def download(self, remote: str, local: Path) -> None:
         """Copy `remote` (a file, or a directory's contents) to `local`; FileNotFoundError when it is missing."""
         import modal
 
-        process = self._start(self.settings.shell, "-c", DOWNLOAD_SCRIPT, "download", str(PurePosixPath(remote)))
+        process = self._start(self.settings.shell, "-c", DOWNLOAD_SCRIPT, "download", str(PurePosixPath(remote)),
+                              timeout=TRANSFER_TIMEOUT_S)
         with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
             try:
                 for chunk in process.stdout:
@@ -330,7 +458,7 @@ class ModalSandbox(RemoteSandbox):
             if code != 0:
                 self._raise_if_lost()
                 error = bytearray()
-                read_capped(process.stderr, error, 4096)
+                read_capped(process.stderr, error, 4096, [])
                 raise InfraError(f"download of {remote} failed (tar exit {code}): {one_line(error.decode(errors='replace'))[:300]}")
             spool.seek(0)
             with tarfile.open(fileobj=spool, mode="r") as archive:
@@ -346,8 +474,11 @@ class ModalSandbox(RemoteSandbox):
             self.sandbox.terminate()
         except modal.exception.NotFoundError:
             pass
-        except modal.exception.Error as exc:
-            raise InfraError(f"cannot terminate Modal sandbox {self.id}: {one_line(exc)[:300]}") from exc
+        except modal.exception.Error as exc:  # its hard lifetime ends it anyway: not worth a finished trial
+            import structlog
+
+            structlog.get_logger("agentcompass").warning("cannot terminate a Modal sandbox; it ends at its timeout", sandbox=self.id,
+                        error=one_line(exc)[:300])
         finally:
             try:
                 self.sandbox.detach()  # frees the client's connection to it
@@ -355,13 +486,14 @@ class ModalSandbox(RemoteSandbox):
                 pass
 
 
-def read_capped(stream: Any, buffer: bytearray, keep: int) -> None:
-    """Read a stream to its end, keeping at most `keep` bytes (the rest is read and dropped)."""
+def read_capped(stream: Any, buffer: bytearray, keep: int, errors: list[Exception]) -> None:
+    """Read a stream to its end, keeping at most `keep` bytes (the rest is read and dropped); a stream
+    that breaks off appends its error to `errors`, so no one mistakes what arrived for the whole output."""
     try:
         for chunk in stream:
             if isinstance(chunk, str):
                 chunk = chunk.encode()
             if len(buffer) < keep:
                 buffer += chunk[: keep - len(buffer)]
-    except Exception:  # the sandbox went away mid-stream: keep what arrived
-        pass
+    except Exception as exc:  # the sandbox or the connection went away mid-stream
+        errors.append(exc)
