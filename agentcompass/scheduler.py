@@ -104,10 +104,11 @@ class Scheduler:
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         try:
             self._start_workers(queue, workers)
-            while not self._all_done.wait(0.5):
-                if self.fatal is not None:
-                    self._wind_down()
-                    raise RunStopped(str(self.fatal))
+            while not self._all_done.wait(0.5) and self.fatal is None:
+                pass
+            if self.fatal is not None:  # every trial would meet it: stop, close what is open, say it once
+                self._wind_down()
+                raise RunStopped(str(self.fatal))
         except KeyboardInterrupt as exc:
             self._wind_down()
             raise Interrupted() from exc
@@ -148,8 +149,12 @@ class Scheduler:
         deadline = time.monotonic() + GRACE_S
         while not self._all_done.is_set() and not hurry.is_set() and time.monotonic() < deadline:
             self._all_done.wait(0.1)
-        log.warning("interrupted: stopped scheduling and closed open sandboxes",
-                    closed=closed[0] if closed else "unknown (cut short)", workers_left=self._running)
+        if self.fatal is not None:  # the caller reports the error itself, in one line
+            log.info("stopped: an error no trial can get past", error=str(self.fatal),
+                     closed=closed[0] if closed else "unknown (cut short)", workers_left=self._running)
+        else:
+            log.warning("interrupted: stopped scheduling and closed open sandboxes",
+                        closed=closed[0] if closed else "unknown (cut short)", workers_left=self._running)
 
     def _work(self, queue: deque[tuple[Task, int]]) -> None:
         try:

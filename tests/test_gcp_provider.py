@@ -451,7 +451,7 @@ def test_a_permission_missing_mid_run_stops_the_run_with_one_line(gcp_cli, tmp_p
     assert "permission denied" in line and "roles/compute.instanceAdmin.v1" in line
     assert sum(c["call"] == "InstancesClient.insert" for c in sdk) == 1  # neither retried nor tried on the next task
     [run_json] = (tmp_path / "out").glob(f"{RUN}/*/run.json")
-    assert json.loads(run_json.read_text())["status"] == "failed"
+    assert json.loads(run_json.read_text())["status"] == "stopped"
 
 
 def test_cleanup_command_filters_by_run_label(gcp_cli):

@@ -241,7 +241,9 @@ def test_output_is_capped_while_it_is_read(tmp_path, isolation):
     assert report["stdout_len"] == DEFAULT_OUTPUT_CAP + len(TRUNCATION_MARK)
     assert report["tail"].endswith(TRUNCATION_MARK) and report["tail"].startswith("x")
     assert report["stderr_len"] == DEFAULT_OUTPUT_CAP + len(TRUNCATION_MARK)
-    assert report["peak_rss_kib"] < 150 * 1024, f"peak RSS {report['peak_rss_kib'] // 1024} MiB"
+    # Buffering it all peaks near 900 MiB; capped, the runner stays at its imports plus a few copies of the
+    # 2 x 10 MiB kept (about 150 MiB, up to about 220 MiB seen on a loaded machine).
+    assert report["peak_rss_kib"] < 300 * 1024, f"peak RSS {report['peak_rss_kib'] // 1024} MiB"
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)

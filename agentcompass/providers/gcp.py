@@ -240,8 +240,9 @@ def startup_script(name: str, spec: SandboxSpec, s: GcpProvider.Settings) -> str
         get_image = f"docker image inspect {image} >/dev/null 2>&1 || docker pull {image}"
     else:  # the orchestrator sends the build context over SSH once the VM is up
         image = q(f"agentcompass-task/{name}")
+        build_args = "".join(f" --build-arg {q(f'{k}={v}')}" for k, v in sorted(spec.build_args.items()))
         get_image = (f"until [ -e {state}/context.tar ]; do sleep 1; done; mkdir -p {state}/context && "
-                     f"tar -xf {state}/context.tar -C {state}/context && docker build -t {image} {state}/context")
+                     f"tar -xf {state}/context.tar -C {state}/context && docker build{build_args} -t {image} {state}/context")
     cpus, memory = s.cpus or spec.cpus, s.memory_mb or spec.memory_mb
     run = ["docker", "run", "-d", "--name", name, "--init", "--network", "bridge" if spec.allow_internet else "none",
            "-w", spec.workdir, "--entrypoint", "/bin/sh"]
