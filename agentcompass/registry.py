@@ -85,4 +85,4 @@ def check_extra(implementation: Any, what: str) -> None:
         return
     extra = getattr(implementation, "extra", None)
     fix = f"pip install 'agentcompass[{extra}]'" if extra else f"pip install {' '.join(missing)}"
-    raise UserError(f"{what} needs {', '.join(missing)}, which is not installed; {fix}")
+    raise UserError(f"{what} needs {', '.join(missing)}, not installed here; {fix}")

@@ -233,10 +233,10 @@ MISSING_EXTRAS = [
                   json.dumps({"path": SWEBENCH_ROWS})], "benchmark format 'swebench' needs swebench"),
     ("datasets", ["run", "swebench_verified", "mini_swe_agent", "gpt-5-mini"], "pip install 'agentcompass[swebench]'"),
     ("minisweagent", ["run", "demo", "mini_swe_agent", "gpt-5-mini"], "pip install 'agentcompass[agents]'"),
-    ("litellm", ["run", "demo", "mini_swe_agent", "openai/gpt-4o-mini"], "needs litellm, which is not installed; pip install 'agentcompass[agents]'"),
-    ("modal", ["run", "demo", "oracle", "none", "--env", "modal"], "env 'modal' needs modal, which is not installed; pip install 'agentcompass[modal]'"),
+    ("litellm", ["run", "demo", "mini_swe_agent", "openai/gpt-4o-mini"], "needs litellm, not installed here; pip install 'agentcompass[agents]'"),
+    ("modal", ["run", "demo", "oracle", "none", "--env", "modal"], "env 'modal' needs modal, not installed here; pip install 'agentcompass[modal]'"),
     ("modal", ["cleanup", "--env", "modal"], "pip install 'agentcompass[modal]'"),
-    ("paramiko", ["run", "demo", "oracle", "none", "--env", "gcp"], "env 'gcp' needs paramiko, which is not installed; pip install 'agentcompass[gcp]'"),
+    ("paramiko", ["run", "demo", "oracle", "none", "--env", "gcp"], "env 'gcp' needs paramiko, not installed here; pip install 'agentcompass[gcp]'"),
     ("swebench", ["eval", "swebench_verified", "--predictions", SWEBENCH_ROWS], "pip install 'agentcompass[swebench]'"),
 ]
 
