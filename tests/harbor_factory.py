@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -53,3 +54,19 @@ def make_recipe(config_dir: Path, name: str, dataset: Path, runs_on_host: bool =
     path.write_text(f"name: {name}\ndescription: generated for tests\nformat: harbor\n"
                     f"source: {{path: {dataset}}}\nruns_on_host: {str(runs_on_host).lower()}\n{extra}")
     return path
+
+
+def add_toml(task: Path, text: str) -> Path:
+    """Merge TOML text into a task's task.toml: top-level keys first, a table's keys into that table."""
+    path = task / "task.toml"
+    toml = path.read_text()
+    chunks = re.split(r"(?m)^(?=\[)", textwrap.dedent(text))
+    top, tables = chunks[0], chunks[1:]
+    for chunk in tables:
+        header, _, body = chunk.partition("\n")
+        if not header.startswith("[[") and f"\n{header}\n" in f"\n{toml}":
+            toml = toml.replace(f"{header}\n", f"{header}\n{body}", 1)
+        else:
+            toml += chunk if chunk.endswith("\n") else chunk + "\n"
+    path.write_text(top + toml)
+    return task
