@@ -98,6 +98,7 @@ class AgentOutcome(BaseModel):
     submission: str | None = None  # e.g. the patch for SWE-bench
     usage: Usage = Field(default_factory=Usage)
     message: str = ""
+    steps: list[dict[str, Any]] = Field(default_factory=list)  # a multi-step task's per-step grades, in order
 
 
 class Grade(BaseModel):

@@ -4,7 +4,9 @@ each field a provider cannot honour refuses the task before the run, with one li
 from __future__ import annotations
 
 import json
+import subprocess
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from agentcompass.errors import UserError
 from agentcompass.formats.harbor import HarborFormat
 from agentcompass.formats.harbor_schema import TaskConfig, unknown_fields
 from agentcompass.schema import Recipe
-from harbor_factory import add_toml, make_recipe, make_task
+from harbor_factory import add_toml, make_recipe, make_multi_step, make_task, schema_fixtures
 
 # Every field of schema 1.3 (Harbor's own spelling), as one task might write them.
 FULL_TOML = textwrap.dedent("""\
@@ -134,3 +136,100 @@ def test_local_refuses_what_it_cannot_honour(cli, tmp_path, toml_extra, field):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and field in lines[0] and "local provider" in lines[0], lines
     assert not (tmp_path / "res").exists()
+
+
+# -- honoured: the fixtures pass with the oracle and fail with nop (validate), per provider ---------
+def validate_fixtures(cli, tmp_path: Path, env: str, base_image: str | None) -> dict[str, dict]:
+    dataset, conf = tmp_path / "tasks", tmp_path / "conf"
+    ids = schema_fixtures(dataset, base_image)
+    make_recipe(conf, "schema", dataset, runs_on_host=base_image is None)
+    run_name = f"h13-{uuid.uuid4().hex[:8]}"  # unique: the containers' run label is this run's alone
+    done = cli("validate", "schema", "--env", env, "--config-dir", str(conf), "--results-dir", str(tmp_path / "res"),
+               "--run-name", run_name)
+    run_dir = tmp_path / "res" / run_name / f"schema__oracle__none__{env}"
+    assert run_dir.is_dir(), done.stderr[-3000:]
+    rows = {r["task_id"]: r for r in map(json.loads, (run_dir / "trials.jsonl").read_text().splitlines())}
+    assert sorted(rows) == sorted(ids)
+    assert done.returncode == 0, (done.stderr[-3000:], rows)
+    return rows
+
+
+def test_multi_step_stops_below_min_reward(cli, tmp_path):
+    """Step one's reward 1.0 is below its min_reward 2.0: step two never runs, and counts 0 in the mean."""
+    dataset, conf = tmp_path / "tasks", tmp_path / "conf"
+    make_multi_step(dataset, "stops", None, first_min_reward=2.0)
+    make_recipe(conf, "steps", dataset)
+    done = cli("run", "steps", "oracle", "none", "--env", "local", "--config-dir", str(conf),
+               "--results-dir", str(tmp_path / "res"), "--run-name", "r")
+    assert done.returncode == 0, done.stderr
+    run_dir = tmp_path / "res" / "r" / "steps__oracle__none__local"
+    [row] = map(json.loads, (run_dir / "trials.jsonl").read_text().splitlines())
+    assert row["details"]["steps_run"] == 1 and row["reward"] == 0.5 and "two/reward" not in row["rewards"], row
+    assert (run_dir / "tasks" / "stops" / "attempt-1" / "steps" / "one" / "verifier.log").is_file()
+
+
+def check_multi_step(rows: dict[str, dict]) -> None:
+    full = rows["hello-multi-step"]
+    assert full["reward"] == 1.0 and full["details"]["steps_run"] == 2 and full["rewards"]["two/reward"] == 1.0
+
+
+def test_fields_honoured_on_local(cli, tmp_path):
+    rows = validate_fixtures(cli, tmp_path, "local", None)
+    check_multi_step(rows)
+    assert rows["hello-healthcheck"]["reward"] == 1.0
+
+
+@pytest.mark.docker
+def test_fields_honoured_on_docker(cli, base_image, tmp_path):
+    rows = validate_fixtures(cli, tmp_path, "docker", base_image)
+    check_multi_step(rows)
+    for task_id in ("hello-user", "network-policy", "hello-healthcheck"):
+        assert rows[task_id]["reward"] == 1.0, rows[task_id]
+
+
+@pytest.mark.docker
+def test_docker_refuses_gpus_it_does_not_have(cli, base_image, tmp_path):
+    dataset, conf = tmp_path / "tasks", tmp_path / "conf"
+    add_toml(make_task(dataset, "t", solve="true", test="true", dockerfile=f"FROM {base_image}\n"),
+             "[environment]\ngpus = 2\n")
+    make_recipe(conf, "gpus", dataset, runs_on_host=False)
+    done = cli("run", "gpus", "oracle", "none", "--env", "docker", "--config-dir", str(conf),
+               "--results-dir", str(tmp_path / "res"), "--run-name", f"h13-{uuid.uuid4().hex[:8]}")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "[environment] gpus = 2" in lines[0] and "docker provider" in lines[0]
+
+
+# -- a Harbor dataset by git URL: one YAML file in a user config dir ---------------------------------
+def test_a_harbor_dataset_repository_is_one_yaml_file(cli, tmp_path):
+    """Any Harbor-format repository, pinned to a commit, with its tasks under a sub-path; cloned once."""
+    repo = tmp_path / "repo"
+    schema_fixtures(repo / "datasets" / "mine", None)
+    author = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], [*author, "add", "."], [*author, "commit", "-qm", "tasks"]):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+    conf = tmp_path / "conf"
+    (conf / "recipes").mkdir(parents=True)
+    (conf / "recipes" / "mine.yaml").write_text(
+        f"name: mine\ndescription: our tasks\nformat: harbor\nruns_on_host: true\n"
+        f"source: {{git: 'file://{repo}', ref: {commit}, subdir: datasets/mine}}\n")
+    env = {"AGENTCOMPASS_CACHE_DIR": str(tmp_path / "cache")}
+    done = cli("validate", "mine", "--config-dir", str(conf), "--results-dir", str(tmp_path / "res"), "--run-name", "v", env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [checkout] = (tmp_path / "cache" / "datasets").iterdir()
+    assert (checkout / "datasets" / "mine" / "hello-multi-step" / "task.toml").is_file()
+
+
+def test_an_unhealthy_environment_never_reaches_the_agent(cli, tmp_path):
+    dataset, conf = tmp_path / "tasks", tmp_path / "conf"
+    add_toml(make_task(dataset, "sick", solve="touch /app/agent-ran", test="echo 1 > /logs/verifier/reward.txt"),
+             "[environment.healthcheck]\ncommand = 'echo probing; false'\ninterval_sec = 0\nretries = 2\n")
+    make_recipe(conf, "sick", dataset)
+    done = cli("run", "sick", "oracle", "none", "--env", "local", "--config-dir", str(conf),
+               "--results-dir", str(tmp_path / "res"), "--run-name", "r", "--max-retries", "0")
+    assert done.returncode == 0, done.stderr
+    run_dir = tmp_path / "res" / "r" / "sick__oracle__none__local"
+    [row] = map(json.loads, (run_dir / "trials.jsonl").read_text().splitlines())
+    assert row["status"] == "error" and row["error_category"] == "infra" and "healthcheck failed 2 times" in row["message"]
+    assert (run_dir / "tasks" / "sick" / "attempt-1" / "healthcheck.log").read_text().count("\nprobing\n") == 2

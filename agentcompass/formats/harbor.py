@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -124,6 +125,9 @@ class HarborFormat:
         users = {f"[{name}] user": str(user) for name, user in (("agent", config.agent.user), ("verifier", config.verifier.user))
                  if user is not None}
         steps = [self.step_data(task_dir, config, step) for step in config.steps]
+        if steps and verifier_environment_mode(task_dir, config) == "separate":
+            raise UserError(f"{task_dir / 'task.toml'}: multi-step tasks with a separate verifier are not supported yet; "
+                            f"use environment_mode = \"shared\" or leave the task out")
         return Task(
             id=task_dir.name,
             instruction=render_instruction(recipe, instruction=instruction, task_id=task_dir.name),
@@ -147,6 +151,8 @@ class HarborFormat:
             build_timeout_s=recipe.timeouts.build or environment.build_timeout_sec,
             data={
                 "dir": str(task_dir),
+                "tests": [str(task_dir / "tests")],
+                "solution": str(task_dir / "solution"),
                 "verifier_env": strings(config.verifier.env),
                 "solution_env": strings(config.solution.env),
                 "verifier_user": str(config.verifier.user) if config.verifier.user is not None else None,
@@ -184,20 +190,51 @@ class HarborFormat:
 
     # -- trial phases --------------------------------------------------------------------
     def stage(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
-        """Where no image was built, do what the Dockerfile does: seed the workdir, run setup."""
-        if getattr(sandbox, "has_task_image", False) or task.seed_dir is None:
-            return
-        sandbox.upload(task.seed_dir, task.workdir)
-        if (task.seed_dir / SETUP_SCRIPT).is_file():
-            result = sandbox.exec(f"bash {SETUP_SCRIPT} && rm -f {SETUP_SCRIPT}", timeout=task.build_timeout_s or 600)
-            trial.write("setup.log", result.stdout + result.stderr)
-            if not result.ok:
-                raise InfraError(f"task setup failed (exit {result.exit_code}); see setup.log")
+        """Where no image was built, do what the Dockerfile does (seed the workdir, run setup); then wait
+        for the healthcheck and put the sandbox on the agent's network."""
+        if not getattr(sandbox, "has_task_image", False) and task.seed_dir is not None:
+            sandbox.upload(task.seed_dir, task.workdir)
+            if (task.seed_dir / SETUP_SCRIPT).is_file():
+                result = sandbox.exec(f"bash {SETUP_SCRIPT} && rm -f {SETUP_SCRIPT}", timeout=task.build_timeout_s or 600)
+                trial.write("setup.log", result.stdout + result.stderr)
+                if not result.ok:
+                    raise InfraError(f"task setup failed (exit {result.exit_code}); see setup.log")
+        open_logs(task, sandbox)
+        await_healthy(task.data["healthcheck"], sandbox, trial)
+        enter_phase(task, sandbox, "agent")
+
+    def run_agent(self, harness: Any, task: Task, sandbox: "Sandbox", model: Any, trial: "TrialContext") -> AgentOutcome:
+        """Each [[steps]] entry in order in the one sandbox, each graded at once; stop below its min_reward."""
+        if not task.data["steps"]:
+            return harness.run(task, as_user(sandbox, task.agent_user), model, trial, self)
+        outcome, grades = AgentOutcome(), []
+        for step in task.data["steps"]:
+            step_task = self.step_task(task, step)
+            await_healthy(step["healthcheck"], sandbox, trial)
+            enter_phase(task, sandbox, "agent")
+            done = harness.run(step_task, as_user(sandbox, step_task.agent_user), model, trial, self)
+            outcome = done.model_copy(update={"usage": outcome.usage + done.usage})
+            grade = self.grade(step_task, sandbox, trial, done)
+            grades.append({"name": step["name"], "reward": grade.reward, "rewards": grade.rewards})
+            if not reaches(grade.rewards, step["min_reward"]):
+                break
+        return outcome.model_copy(update={"steps": grades})
+
+    def step_task(self, task: Task, step: dict[str, Any]) -> Task:
+        """The task as one step sees it: the step's instruction, user, timeouts, tests over the task's, solution."""
+        return replace(
+            task, instruction=step["instruction"], agent_user=step["agent_user"],
+            agent_timeout_s=self.recipe.timeouts.agent or step["agent_timeout_s"] or task.agent_timeout_s,
+            verify_timeout_s=self.recipe.timeouts.verify or step["verify_timeout_s"] or task.verify_timeout_s,
+            data={**task.data, "steps": [], "step": step["name"], "verifier_user": step["verifier_user"],
+                  "verifier_env": step["verifier_env"], "tests": [*task.data["tests"], str(Path(step["dir"]) / "tests")],
+                  "solution": str(Path(step["dir"]) / "solution")},
+        )
 
     def solve(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> AgentOutcome:
-        solution = Path(task.data["dir"]) / "solution"
+        solution = Path(task.data["solution"])
         if not (solution / "solve.sh").is_file():
-            raise VerifierError(f"task '{task.id}' has no solution/solve.sh for the oracle")
+            raise VerifierError(f"task '{task.id}' has no {solution.relative_to(task.data['dir'])}/solve.sh for the oracle")
         sandbox.upload(solution, "/solution")
         return run_solution(task, sandbox, trial, "bash /solution/solve.sh", task.data["solution_env"])
 
@@ -229,6 +266,7 @@ class HarborFormat:
         return outcome
 
     def stage_grading(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
+        open_logs(task, sandbox)
         for path in (ARTIFACTS_DIR, *task.data["artifacts"]):
             local = trial.dir / "artifacts" / path.lstrip("/")
             if local.exists():
@@ -236,25 +274,31 @@ class HarborFormat:
 
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade:
         mode = task.data["environment_mode"]
+        if mode == "shared":
+            self.collect(task, sandbox, trial, outcome)  # what the agent left, before the verifier touches it
+        if task.data["steps"]:
+            return combine_steps(outcome.steps, task.data["multi_step_reward_strategy"], len(task.data["steps"]))
+        enter_phase(task, sandbox, "verifier")
         # A separate verifier's image holds /tests itself, as in Harbor; where no image is built
         # (a task run on the host) the tests are uploaded as in shared mode.
         if mode == "shared" or not getattr(sandbox, "has_task_image", False):
-            sandbox.upload(Path(task.data["dir"]) / "tests", "/tests")
+            for tests in map(Path, task.data["tests"]):  # a step's tests over the task's
+                if tests.is_dir():
+                    sandbox.upload(tests, "/tests")
+        where = f"steps/{task.data['step']}/" if task.data.get("step") else ""
         result = sandbox.exec(
-            f"mkdir -p {VERIFIER_DIR} /logs/agent && bash /tests/test.sh",
-            env=task.data["verifier_env"],
-            timeout=task.verify_timeout_s,
+            f"mkdir -p {VERIFIER_DIR} /logs/agent && rm -rf {VERIFIER_DIR}/* && bash /tests/test.sh",
+            env=task.data["verifier_env"], timeout=task.verify_timeout_s, user=task.data["verifier_user"],
         )
-        trial.write("verifier.log", result.stdout + result.stderr)
+        trial.write(f"{where}verifier.log", result.stdout + result.stderr)
         if result.timed_out:
             raise VerifierError(f"verifier timed out after {task.verify_timeout_s:.0f}s")
-        rewards = self.read_rewards(sandbox, trial, result.exit_code)
+        rewards = self.read_rewards(sandbox, trial.dir / where / "verifier", result.exit_code)
         reward = rewards.get("reward", sum(rewards.values()) / len(rewards))
         return Grade(passed=reward >= 1.0, reward=reward, rewards=rewards,
                      details={"test_exit_code": result.exit_code, "environment_mode": mode})
 
-    def read_rewards(self, sandbox: "Sandbox", trial: "TrialContext", exit_code: int) -> dict[str, float]:
-        local = trial.dir / "verifier"
+    def read_rewards(self, sandbox: "Sandbox", local: Path, exit_code: int) -> dict[str, float]:
         try:
             sandbox.download(VERIFIER_DIR, local)
         except FileNotFoundError:
@@ -273,3 +317,79 @@ class HarborFormat:
         raise VerifierError(
             f"test.sh (exit {exit_code}) wrote neither {VERIFIER_DIR}/reward.txt nor reward.json; see verifier.log"
         )
+
+
+# -- phases shared by single- and multi-step tasks ---------------------------------------------
+def as_user(sandbox: "Sandbox", user: str | None) -> "Sandbox":
+    return RunAs(sandbox, user) if user else sandbox
+
+
+class RunAs:
+    """The sandbox as the agent sees it: commands run as the task's [agent] user unless told otherwise."""
+
+    def __init__(self, inner: "Sandbox", user: str) -> None:
+        self.inner, self.user = inner, user
+
+    def exec(self, cmd: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("user", self.user)
+        return self.inner.exec(cmd, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def open_logs(task: Task, sandbox: "Sandbox") -> None:
+    """Tasks with their own users write /logs too: the dirs are made by root and writable by all, as in Harbor."""
+    if task.users:
+        dirs = f"/logs/agent {VERIFIER_DIR} {ARTIFACTS_DIR}"
+        result = sandbox.exec(f"mkdir -p {dirs} && chmod 777 {dirs}", user="root", timeout=60)
+        if not result.ok:
+            raise InfraError(f"cannot make /logs writable for the task's users: {result.stderr.strip()[-200:]}")
+
+
+def enter_phase(task: Task, sandbox: "Sandbox", phase: str) -> None:
+    """The phase's network_mode, where the task's phases differ ([agent], [verifier] over [environment])."""
+    mode = task.data["networks"].get(phase)
+    if mode and len(task.network_modes) > 1:
+        sandbox.set_network(mode)  # type: ignore[attr-defined]  # the provider's check made sure it can
+
+
+def await_healthy(check: dict[str, Any] | None, sandbox: "Sandbox", trial: "TrialContext") -> None:
+    """Docker HEALTHCHECK semantics before the agent starts: `retries` consecutive failures after the
+    start period end the trial as an infra error (the environment never became ready)."""
+    if not check:
+        return
+    started, failures = time.monotonic(), 0
+    while True:
+        result = sandbox.exec(check["command"], timeout=check["timeout_sec"])
+        trial.append("healthcheck.log", f"$ {check['command']}\nexit {result.exit_code}\n{result.stdout}{result.stderr}")
+        if result.ok:
+            return
+        starting = time.monotonic() - started < check["start_period_sec"]
+        failures = 0 if starting else failures + 1
+        if failures >= check["retries"]:
+            raise InfraError(f"healthcheck failed {failures} times in a row (exit {result.exit_code}); see healthcheck.log")
+        if trial.stopping.wait(check["start_interval_sec"] if starting else check["interval_sec"]):
+            raise InfraError("interrupted")
+
+
+def reaches(rewards: dict[str, float], minimum: float | dict[str, float] | None) -> bool:
+    """A step's min_reward: one threshold for its reward, or one per named reward (absent counts 0)."""
+    if minimum is None:
+        return True
+    if isinstance(minimum, dict):
+        return all(rewards.get(key, 0.0) >= value for key, value in minimum.items())
+    return rewards.get("reward", sum(rewards.values()) / max(len(rewards), 1)) >= minimum
+
+
+def combine_steps(steps: list[dict[str, Any]], strategy: str, total: int) -> Grade:
+    """The trial's reward from its steps': their mean (a step never reached counts 0), or the final step's."""
+    rewards = {f"{s['name']}/{key}": value for s in steps for key, value in s["rewards"].items()}
+    if not steps:  # the agent failed before the first step was graded
+        reward = 0.0
+    elif strategy == "final":
+        reward = steps[-1]["reward"]  # the last step run: a stop below min_reward ends the task there
+    else:
+        reward = sum(s["reward"] for s in steps) / total
+    return Grade(passed=reward >= 1.0, reward=reward, rewards={"reward": reward, **rewards},
+                 details={"steps": steps, "steps_run": len(steps), "steps_total": total})
