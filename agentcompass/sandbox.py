@@ -134,7 +134,7 @@ def common_refusals(spec: SandboxSpec, provider: str, *, gpus: bool = False, swi
     if "allowlist" in spec.network_modes:
         raise refusal(spec, provider, 'network_mode = "allowlist"', "no egress filter by host name")
     if len(spec.network_modes) > 1 and not switch_network:
-        raise refusal(spec, provider, f"network modes {' and '.join(spec.network_modes)} in different phases",
+        raise refusal(spec, provider, f"network_mode {' and '.join(spec.network_modes)} in different phases ([environment], [agent], [verifier])",
                       "the network is fixed when the sandbox opens")
 
 

@@ -88,10 +88,13 @@ def schema_fixtures(root: Path, base_image: str | None) -> list[str]:
         make("hello-user", "whoami > /app/who.txt && touch /app/made",
              f'if [ "$(cat /app/who.txt)" = agent ] && [ "$(stat -c %U /app/made)" = agent ] && [ "$(whoami)" = checker ]; {REWARD}',
              '[agent]\nuser = "agent"\n[verifier]\nuser = "checker"\n')
-        make("network-policy", "ls /sys/class/net > /app/agent-net",
-             f'if [ "$(cat /app/agent-net)" = lo ] && ls /sys/class/net | grep -qv "^lo$"; {REWARD}',
-             '[agent]\nnetwork_mode = "no-network"\n[verifier]\nnetwork_mode = "public"\n')
-        ids += ["hello-user", "network-policy"]
+        ids.append("hello-user")
+    # The interfaces of the command's own network namespace (/proc/net/dev, unlike /sys, is the namespace's).
+    interfaces = "awk -F: 'NR > 2 {gsub(/ /, \"\", $1); print $1}' /proc/net/dev"
+    make("network-policy", f"{interfaces} > /app/agent-net",
+         f'if [ "$(cat /app/agent-net)" = lo ] && {interfaces} | grep -qv "^lo$"; {REWARD}',
+         '[agent]\nnetwork_mode = "no-network"\n[verifier]\nnetwork_mode = "public"\n')
+    ids.append("network-policy")
     # Healthy on the third try: the agent sees the count the healthcheck left.
     probe = 'n=$(cat /tmp/hc 2>/dev/null || echo 0); echo $((n + 1)) > /tmp/hc; [ "$n" -ge 2 ]'
     make("hello-healthcheck", "cp /tmp/hc /app/seen",

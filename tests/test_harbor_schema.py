@@ -111,6 +111,11 @@ def test_a_bad_value_is_one_line_naming_the_field(tmp_path):
         load(tmp_path, '[agent]\nnetwork_mode = "sometimes"\n')
 
 
+def test_a_windows_task_is_refused_at_load(tmp_path):
+    with pytest.raises(UserError, match=r'needs \[environment\] os = "windows"'):
+        load(tmp_path, '[environment]\nos = "windows"\n')
+
+
 def test_fields_reach_the_task(tmp_path):
     [task] = load(tmp_path, '[agent]\nuser = "agent"\nnetwork_mode = "no-network"\n'
                             '[solution]\nenv = { S = "1" }\n[environment.healthcheck]\ncommand = "true"\n')
@@ -176,7 +181,7 @@ def check_multi_step(rows: dict[str, dict]) -> None:
 def test_fields_honoured_on_local(cli, tmp_path):
     rows = validate_fixtures(cli, tmp_path, "local", None)
     check_multi_step(rows)
-    assert rows["hello-healthcheck"]["reward"] == 1.0
+    assert rows["hello-healthcheck"]["reward"] == 1.0 and rows["network-policy"]["reward"] == 1.0
 
 
 @pytest.mark.docker
@@ -188,16 +193,19 @@ def test_fields_honoured_on_docker(cli, base_image, tmp_path):
 
 
 @pytest.mark.docker
-def test_docker_refuses_gpus_it_does_not_have(cli, base_image, tmp_path):
+@pytest.mark.parametrize("toml_extra, field", [
+    ("[environment]\ngpus = 2\n", "[environment] gpus = 2"),
+    ('[verifier]\nallowed_hosts = ["pypi.org"]\n', 'network_mode = "allowlist"'),
+])
+def test_docker_refuses_what_it_cannot_honour(cli, base_image, tmp_path, toml_extra, field):
     dataset, conf = tmp_path / "tasks", tmp_path / "conf"
-    add_toml(make_task(dataset, "t", solve="true", test="true", dockerfile=f"FROM {base_image}\n"),
-             "[environment]\ngpus = 2\n")
+    add_toml(make_task(dataset, "t", solve="true", test="true", dockerfile=f"FROM {base_image}\n"), toml_extra)
     make_recipe(conf, "gpus", dataset, runs_on_host=False)
     done = cli("run", "gpus", "oracle", "none", "--env", "docker", "--config-dir", str(conf),
                "--results-dir", str(tmp_path / "res"), "--run-name", f"h13-{uuid.uuid4().hex[:8]}")
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
-    assert "[environment] gpus = 2" in lines[0] and "docker provider" in lines[0]
+    assert field in lines[0] and "docker provider" in lines[0]
 
 
 # -- a Harbor dataset by git URL: one YAML file in a user config dir ---------------------------------
@@ -233,3 +241,14 @@ def test_an_unhealthy_environment_never_reaches_the_agent(cli, tmp_path):
     [row] = map(json.loads, (run_dir / "trials.jsonl").read_text().splitlines())
     assert row["status"] == "error" and row["error_category"] == "infra" and "healthcheck failed 2 times" in row["message"]
     assert (run_dir / "tasks" / "sick" / "attempt-1" / "healthcheck.log").read_text().count("\nprobing\n") == 2
+
+
+def test_local_without_bubblewrap_refuses_a_phase_without_network(cli, tmp_path):
+    dataset, conf = tmp_path / "tasks", tmp_path / "conf"
+    add_toml(make_task(dataset, "t", solve="true", test="true"), '[agent]\nnetwork_mode = "no-network"\n')
+    make_recipe(conf, "offline", dataset)
+    done = cli("run", "offline", "oracle", "none", "--env", "local", "--env-params", '{"isolation": "none"}',
+               "--config-dir", str(conf), "--results-dir", str(tmp_path / "res"), "--run-name", "r")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "network_mode no-network and public in different phases" in lines[0] and "local provider" in lines[0]

@@ -125,6 +125,9 @@ class HarborFormat:
         users = {f"[{name}] user": str(user) for name, user in (("agent", config.agent.user), ("verifier", config.verifier.user))
                  if user is not None}
         steps = [self.step_data(task_dir, config, step) for step in config.steps]
+        if environment.os != "linux":  # every provider here runs Linux sandboxes
+            raise UserError(f"task '{task_dir.name}' needs [environment] os = \"{environment.os}\", which no provider "
+                            f"here can honour (they run Linux sandboxes); leave the task out")
         if steps and verifier_environment_mode(task_dir, config) == "separate":
             raise UserError(f"{task_dir / 'task.toml'}: multi-step tasks with a separate verifier are not supported yet; "
                             f"use environment_mode = \"shared\" or leave the task out")
