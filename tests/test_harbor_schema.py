@@ -4,6 +4,7 @@ each field a provider cannot honour refuses the task before the run, with one li
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import textwrap
 import uuid
@@ -252,3 +253,15 @@ def test_local_without_bubblewrap_refuses_a_phase_without_network(cli, tmp_path)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "network_mode no-network and public in different phases" in lines[0] and "local provider" in lines[0]
+
+
+def test_every_shipped_git_recipe_pins_a_commit():
+    """Scores are reproducible only from a fixed commit; a `_head` recipe follows a branch on purpose."""
+    import yaml
+
+    recipes = Path(__file__).parent.parent / "recipes"
+    for path in sorted(recipes.glob("*.yaml")):
+        recipe = yaml.safe_load(path.read_text())
+        source = recipe.get("source") or {}
+        if "git" in source and not recipe["name"].endswith("_head"):
+            assert re.fullmatch(r"[0-9a-f]{40}", str(source.get("ref"))), f"{path.name}: ref {source.get('ref')!r}"
