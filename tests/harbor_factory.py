@@ -88,7 +88,12 @@ def schema_fixtures(root: Path, base_image: str | None) -> list[str]:
         make("hello-user", "whoami > /app/who.txt && touch /app/made",
              f'if [ "$(cat /app/who.txt)" = agent ] && [ "$(stat -c %U /app/made)" = agent ] && [ "$(whoami)" = checker ]; {REWARD}',
              '[agent]\nuser = "agent"\n[verifier]\nuser = "checker"\n')
-        ids.append("hello-user")
+        # Harbor's separate-verifier: a fresh sandbox of the tests' own image gets only the artifacts.
+        task = make("separate-verifier", "echo 42 > /app/answer.txt",
+                    f'if [ "$(cat /app/answer.txt)" = 42 ] && [ "$(whoami)" = checker ]; {REWARD}',
+                    'artifacts = ["/app/answer.txt"]\n[verifier]\nenvironment_mode = "separate"\nuser = "checker"\n')
+        (task / "tests" / "Dockerfile").write_text(f"FROM {base_image}\nRUN useradd -m checker\nCOPY test.sh /tests/test.sh\n")
+        ids += ["hello-user", "separate-verifier"]
     # The interfaces of the command's own network namespace (/proc/net/dev, unlike /sys, is the namespace's).
     interfaces = "awk -F: 'NR > 2 {gsub(/ /, \"\", $1); print $1}' /proc/net/dev"
     make("network-policy", f"{interfaces} > /app/agent-net",
