@@ -289,8 +289,9 @@ class HarborFormat:
                 if tests.is_dir():
                     sandbox.upload(tests, "/tests")
         where = f"steps/{task.data['step']}/" if task.data.get("step") else ""
+        clear = f" && rm -rf {VERIFIER_DIR}/*" if where else ""  # a step's grade is not the step before's
         result = sandbox.exec(
-            f"mkdir -p {VERIFIER_DIR} /logs/agent && rm -rf {VERIFIER_DIR}/* && bash /tests/test.sh",
+            f"mkdir -p {VERIFIER_DIR} /logs/agent{clear} && bash /tests/test.sh",
             env=task.data["verifier_env"], timeout=task.verify_timeout_s, user=task.data["verifier_user"],
         )
         trial.write(f"{where}verifier.log", result.stdout + result.stderr)
