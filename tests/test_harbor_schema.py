@@ -102,6 +102,16 @@ def test_unknown_fields_get_one_warning_naming_them(tmp_path, capsys):
     assert "flavour" in err[0] and "environment.extra" in err[0] and err[0].startswith("warning:")
 
 
+def test_validate_warns_once(cli, tmp_path):
+    dataset, conf = tmp_path / "tasks", tmp_path / "conf"
+    add_toml(make_task(dataset, "t", solve="echo 1 > /app/ok", test='if [ -f /app/ok ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt'),
+             'flavour = "mint"\n')
+    make_recipe(conf, "odd", dataset)
+    done = cli("validate", "odd", "--config-dir", str(conf), "--results-dir", str(tmp_path / "res"), "--run-name", "v")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("flavour (1 task)") == 1, done.stderr
+
+
 def test_known_fields_warn_nothing(tmp_path, capsys):
     load(tmp_path, 'schema_version = "1.3"\n[task]\nname = "org/t"\n')
     assert capsys.readouterr().err == ""

@@ -33,6 +33,7 @@ DEFAULT_AGENT_TIMEOUT = 600.0
 DEFAULT_VERIFY_TIMEOUT = 300.0
 VERIFIER_DIR = "/logs/verifier"
 ARTIFACTS_DIR = "/logs/artifacts"  # copied to a separate verifier, as Harbor does
+WARNED: set[str] = set()  # the unknown-field warnings this process printed
 SETUP_SCRIPT = ".setup.sh"  # in environment/workspace: what the Dockerfile RUNs, for hosts without a build
 
 
@@ -76,10 +77,13 @@ def warn_unknown(benchmark: str, configs: dict[Path, TaskConfig]) -> None:
     for config in configs.values():
         for name in dict.fromkeys(unknown_fields(config)):
             seen[name] = seen.get(name, 0) + 1
-    if seen:
-        names = ", ".join(f"{name} ({count} task{'s' if count > 1 else ''})" for name, count in seen.items())
-        print(f"warning: benchmark '{benchmark}': task.toml fields unknown to Harbor schema 1.0-1.3, ignored: {names}",
-              file=sys.stderr, flush=True)
+    if not seen:
+        return
+    names = ", ".join(f"{name} ({count} task{'s' if count > 1 else ''})" for name, count in seen.items())
+    line = f"warning: benchmark '{benchmark}': task.toml fields unknown to Harbor schema 1.0-1.3, ignored: {names}"
+    if line not in WARNED:  # validate loads the tasks once per harness: say it once
+        WARNED.add(line)
+        print(line, file=sys.stderr, flush=True)
 
 
 def strings(values: dict[str, Any]) -> dict[str, str]:
