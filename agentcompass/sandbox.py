@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from agentcompass.errors import UserError
+
 DEFAULT_OUTPUT_CAP = 10 * 1024 * 1024  # bytes kept per stream; the rest is dropped and marked
 TRUNCATION_MARK = "\n[... output truncated by agentcompass ...]\n"
 
@@ -29,6 +31,13 @@ class SandboxSpec:
     cpus: float | None = None
     memory_mb: int | None = None
     allow_internet: bool = True
+    # Harbor's per-phase network modes (public, no-network, allowlist) the sandbox switches between
+    # with set_network; empty: allow_internet holds for the sandbox's whole life.
+    network_modes: tuple[str, ...] = ()
+    # users that commands run as (exec's `user`), by the field asking for them: {"[agent] user": "agent"}
+    users: dict[str, str] = field(default_factory=dict)
+    gpus: int = 0
+    storage_mb: int | None = None  # a disk size limit, where the provider can set one
     labels: dict[str, str] = field(default_factory=dict)
     lifetime_s: float | None = None  # hard cap on the sandbox's life, for cloud providers
     log_dir: Path | None = None  # where the provider may write build logs for this trial
@@ -111,6 +120,23 @@ class Provider(Protocol):
         """Raise UserError before the run starts when this provider cannot serve the spec."""
 
     def open(self, spec: SandboxSpec) -> Sandbox: ...
+
+
+def refusal(spec: SandboxSpec, provider: str, need: str, lack: str) -> UserError:
+    """The one line that refuses a task before the run: what it needs, what this provider lacks, what to do."""
+    return UserError(f"task '{spec.name}' needs {need}, which the {provider} provider cannot honour ({lack}); "
+                     f"run it with another --env or leave the task out (--benchmark-params '{{\"sample_ids\": [...]}}')")
+
+
+def common_refusals(spec: SandboxSpec, provider: str, *, gpus: bool = False, switch_network: bool = False) -> None:
+    """What most providers refuse alike: GPUs they do not have, allowlists (no egress filter), phase switches."""
+    if spec.gpus and not gpus:
+        raise refusal(spec, provider, f"[environment] gpus = {spec.gpus}", "no GPUs")
+    if "allowlist" in spec.network_modes:
+        raise refusal(spec, provider, 'network_mode = "allowlist"', "no egress filter by host name")
+    if len(spec.network_modes) > 1 and not switch_network:
+        raise refusal(spec, provider, f"network_mode {' and '.join(spec.network_modes)} in different phases ([environment], [agent], [verifier])",
+                      "the network is fixed when the sandbox opens")
 
 
 def cap_output(data: bytes, cap: int = DEFAULT_OUTPUT_CAP) -> str:

@@ -29,6 +29,11 @@ class Task:
     cpus: float | None = None
     memory_mb: int | None = None
     allow_internet: bool = True
+    network_modes: tuple[str, ...] = ()  # see SandboxSpec
+    users: dict[str, str] = field(default_factory=dict)  # see SandboxSpec
+    agent_user: str | None = None  # who the agent's commands run as; None: the image's default user
+    gpus: int = 0
+    storage_mb: int | None = None
     agent_timeout_s: float | None = None
     verify_timeout_s: float | None = None
     build_timeout_s: float | None = None
@@ -48,6 +53,10 @@ class Task:
             cpus=self.cpus,
             memory_mb=self.memory_mb,
             allow_internet=self.allow_internet,
+            network_modes=self.network_modes,
+            users=dict(self.users),
+            gpus=self.gpus,
+            storage_mb=self.storage_mb,
             labels=labels,
             lifetime_s=self.lifetime_s(harness_limit_s),
             log_dir=log_dir,
@@ -94,6 +103,7 @@ class AgentOutcome(BaseModel):
     submission: str | None = None  # e.g. the patch for SWE-bench
     usage: Usage = Field(default_factory=Usage)
     message: str = ""
+    steps: list[dict[str, Any]] = Field(default_factory=list)  # a multi-step task's per-step grades, in order
 
 
 class Grade(BaseModel):

@@ -137,7 +137,12 @@ class TrialRunner:
                 self.task_format.stage(task, sandbox, trial)
             try:
                 with phase("agent"):
-                    outcome = self.harness.run(task, sandbox, self.model, trial, self.task_format)
+                    # A format may drive the agent itself (Harbor: users, multi-step tasks graded step by step).
+                    run_agent = getattr(self.task_format, "run_agent", None)
+                    if run_agent is not None:
+                        outcome = run_agent(self.harness, task, sandbox, self.model, trial)
+                    else:
+                        outcome = self.harness.run(task, sandbox, self.model, trial, self.task_format)
             except TrialError as exc:
                 if exc.category == "infra":
                     raise

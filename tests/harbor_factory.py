@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -53,3 +54,72 @@ def make_recipe(config_dir: Path, name: str, dataset: Path, runs_on_host: bool =
     path.write_text(f"name: {name}\ndescription: generated for tests\nformat: harbor\n"
                     f"source: {{path: {dataset}}}\nruns_on_host: {str(runs_on_host).lower()}\n{extra}")
     return path
+
+
+def add_toml(task: Path, text: str) -> Path:
+    """Merge TOML text into a task's task.toml: top-level keys first, a table's keys into that table."""
+    path = task / "task.toml"
+    toml = path.read_text()
+    chunks = re.split(r"(?m)^(?=\[)", textwrap.dedent(text))
+    top, tables = chunks[0], chunks[1:]
+    for chunk in tables:
+        header, _, body = chunk.partition("\n")
+        if not header.startswith("[[") and f"\n{header}\n" in f"\n{toml}":
+            toml = toml.replace(f"{header}\n", f"{header}\n{body}", 1)
+        else:
+            toml += chunk if chunk.endswith("\n") else chunk + "\n"
+    path.write_text(top + toml)
+    return task
+
+
+# -- fixtures in the spirit of Harbor's examples/tasks, one per task.toml feature ------------------
+REWARD = "then echo 1; else echo 0; fi > /logs/verifier/reward.txt"
+USERS_DOCKERFILE = ("RUN useradd -m agent && useradd -m checker && mkdir -p /app && chown agent /app\nWORKDIR /app\n")
+
+
+def schema_fixtures(root: Path, base_image: str | None) -> list[str]:
+    """hello-user, hello-healthcheck, hello-multi-step, network-policy: Harbor schema fields each task needs.
+    With a base image each builds FROM it (docker); without, they run on the host (local)."""
+    dockerfile = f"FROM {base_image}\n{USERS_DOCKERFILE}" if base_image else None
+    make = lambda task_id, solve, test, toml: add_toml(  # noqa: E731
+        make_task(root, task_id, solve=solve, test=test, dockerfile=dockerfile), toml)
+    ids = []
+    if base_image:  # users exist only in an image of the task's own
+        make("hello-user", "whoami > /app/who.txt && touch /app/made",
+             f'if [ "$(cat /app/who.txt)" = agent ] && [ "$(stat -c %U /app/made)" = agent ] && [ "$(whoami)" = checker ]; {REWARD}',
+             '[agent]\nuser = "agent"\n[verifier]\nuser = "checker"\n')
+        # Harbor's separate-verifier: a fresh sandbox of the tests' own image gets only the artifacts.
+        task = make("separate-verifier", "echo 42 > /app/answer.txt",
+                    f'if [ "$(cat /app/answer.txt)" = 42 ] && [ "$(whoami)" = checker ]; {REWARD}',
+                    'artifacts = ["/app/answer.txt"]\n[verifier]\nenvironment_mode = "separate"\nuser = "checker"\n')
+        (task / "tests" / "Dockerfile").write_text(f"FROM {base_image}\nRUN useradd -m checker\nCOPY test.sh /tests/test.sh\n")
+        ids += ["hello-user", "separate-verifier"]
+    # The interfaces of the command's own network namespace (/proc/net/dev, unlike /sys, is the namespace's).
+    interfaces = "awk -F: 'NR > 2 {gsub(/ /, \"\", $1); print $1}' /proc/net/dev"
+    make("network-policy", f"{interfaces} > /app/agent-net",
+         f'if [ "$(cat /app/agent-net)" = lo ] && {interfaces} | grep -qv "^lo$"; {REWARD}',
+         '[agent]\nnetwork_mode = "no-network"\n[verifier]\nnetwork_mode = "public"\n')
+    ids.append("network-policy")
+    # Healthy on the third try: the agent sees the count the healthcheck left.
+    probe = 'n=$(cat /tmp/hc 2>/dev/null || echo 0); echo $((n + 1)) > /tmp/hc; [ "$n" -ge 2 ]'
+    make("hello-healthcheck", "cp /tmp/hc /app/seen",
+         f'if [ "$(cat /app/seen 2>/dev/null)" = 3 ]; {REWARD}',
+         f"[environment.healthcheck]\ncommand = '{probe}'\ninterval_sec = 0.1\nretries = 3\n")
+    ids.append("hello-healthcheck")
+    make_multi_step(root, "hello-multi-step", dockerfile, first_min_reward=1.0)
+    ids.append("hello-multi-step")
+    return ids
+
+
+def make_multi_step(root: Path, task_id: str, dockerfile: str | None, first_min_reward: float) -> Path:
+    """Two steps, each appending its line to /app/log.txt and checking the last line."""
+    task = add_toml(make_task(root, task_id, solve="true", test="exit 1", dockerfile=dockerfile),
+                    f'[[steps]]\nname = "one"\nmin_reward = {first_min_reward}\n[[steps]]\nname = "two"\n')
+    for step, line in (("one", "first"), ("two", "second")):
+        (task / "steps" / step / "solution").mkdir(parents=True)
+        (task / "steps" / step / "tests").mkdir()
+        (task / "steps" / step / "instruction.md").write_text(f"Append the line '{line}' to /app/log.txt.\n")
+        (task / "steps" / step / "solution" / "solve.sh").write_text(f"echo {line} >> /app/log.txt\n")
+        (task / "steps" / step / "tests" / "test.sh").write_text(
+            f'if [ "$(tail -n1 /app/log.txt 2>/dev/null)" = {line} ]; {REWARD}\n')
+    return task

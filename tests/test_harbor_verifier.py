@@ -62,7 +62,7 @@ def test_environment_mode_follows_harbors_rules(tmp_path):
         load('environment_mode = "shared"\n[verifier.environment]\ncpus = 3\n')
     with pytest.raises(UserError, match="docker_image or tests/Dockerfile"):
         load('environment_mode = "separate"\n', tests_dockerfile=False)
-    with pytest.raises(UserError, match="shared or separate"):
+    with pytest.raises(UserError, match="environment_mode: Input should be 'shared' or 'separate'"):
         load('environment_mode = "elsewhere"\n')
 
 

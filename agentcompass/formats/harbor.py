@@ -10,13 +10,17 @@ sandbox of its own image that gets only /logs/artifacts and the task's declared 
 from __future__ import annotations
 
 import json
+import sys
+import time
 import tomllib
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
 from agentcompass.errors import InfraError, UserError, VerifierError
 from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
+from agentcompass.formats.harbor_schema import Artifact, Environment, Step, TaskConfig, unknown_fields
 from agentcompass.formats.sources import dataset_root
 from agentcompass.schema import Recipe
 from agentcompass.task import AgentOutcome, Grade, Task
@@ -29,42 +33,61 @@ DEFAULT_AGENT_TIMEOUT = 600.0
 DEFAULT_VERIFY_TIMEOUT = 300.0
 VERIFIER_DIR = "/logs/verifier"
 ARTIFACTS_DIR = "/logs/artifacts"  # copied to a separate verifier, as Harbor does
+WARNED: set[str] = set()  # the unknown-field warnings this process printed
 SETUP_SCRIPT = ".setup.sh"  # in environment/workspace: what the Dockerfile RUNs, for hosts without a build
 
 
-def parse_memory_mb(value: Any) -> int | None:
-    """task.toml gives memory_mb = 2048 or memory = "2G"."""
-    if value is None or isinstance(value, int):
-        return value
-    text = str(value).strip().upper().removesuffix("B")
-    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(float(text))
-
-
-def verifier_environment_mode(task_dir: Path, meta: dict[str, Any]) -> str:
+def verifier_environment_mode(task_dir: Path, config: TaskConfig) -> str:
     """Harbor's rule: [verifier] environment_mode, "separate" implied by a [verifier.environment] table."""
-    verifier = meta.get("verifier", {})
-    mode = verifier.get("environment_mode") or ("separate" if "environment" in verifier else "shared")
-    if mode not in ("shared", "separate"):
-        raise UserError(f"{task_dir / 'task.toml'}: [verifier] environment_mode must be shared or separate, got {mode!r}")
-    if mode == "shared" and "environment" in verifier:
+    verifier = config.verifier
+    mode = verifier.environment_mode or ("separate" if verifier.environment is not None else "shared")
+    if mode == "shared" and verifier.environment is not None:
         raise UserError(f"{task_dir / 'task.toml'}: [verifier.environment] needs environment_mode = \"separate\"")
-    image = (verifier.get("environment") or {}).get("docker_image")
+    image = verifier.environment.docker_image if verifier.environment else None
     if mode == "separate" and not image and not (task_dir / "tests" / "Dockerfile").is_file():
         raise UserError(f"{task_dir / 'task.toml'}: a separate verifier needs [verifier.environment] docker_image "
                         f"or tests/Dockerfile (its image provides /tests/test.sh)")
-    return str(mode)
+    return mode
 
 
-def artifact_paths(task_dir: Path, artifacts: list[Any]) -> list[str]:
+def artifact_paths(task_dir: Path, artifacts: list[str | Artifact]) -> list[str]:
     """task.toml's top-level artifacts: absolute paths, or tables with a `source` path."""
-    paths = [a.get("source") if isinstance(a, dict) else a for a in artifacts]
-    bad = [p for p in paths if not isinstance(p, str) or not p.startswith("/")]
+    paths = [a.source if isinstance(a, Artifact) else a for a in artifacts]
+    bad = [p for p in paths if not p.startswith("/")]
     if bad:
         raise UserError(f"{task_dir / 'task.toml'}: artifacts must be absolute paths, got {bad[0]!r}")
     return paths
+
+
+def read_config(task_dir: Path) -> TaskConfig:
+    path = task_dir / "task.toml"
+    try:
+        return TaskConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"{path}: {exc}") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise UserError(f"{path}: {where}: {first['msg']}; see Harbor's task.toml schema") from None
+
+
+def warn_unknown(benchmark: str, configs: dict[Path, TaskConfig]) -> None:
+    """One line naming every task.toml key no Harbor schema 1.0-1.3 field matches: ignored, but not silently."""
+    seen: dict[str, int] = {}
+    for config in configs.values():
+        for name in dict.fromkeys(unknown_fields(config)):
+            seen[name] = seen.get(name, 0) + 1
+    if not seen:
+        return
+    names = ", ".join(f"{name} ({count} task{'s' if count > 1 else ''})" for name, count in seen.items())
+    line = f"warning: benchmark '{benchmark}': task.toml fields unknown to Harbor schema 1.0-1.3, ignored: {names}"
+    if line not in WARNED:  # validate loads the tasks once per harness: say it once
+        WARNED.add(line)
+        print(line, file=sys.stderr, flush=True)
+
+
+def strings(values: dict[str, Any]) -> dict[str, str]:
+    return {k: str(v) for k, v in values.items()}
 
 
 class HarborFormat:
@@ -85,64 +108,141 @@ class HarborFormat:
             dirs = sorted(p.parent for p in root.glob("*/task.toml"))
         if not dirs:
             raise UserError(f"benchmark '{self.recipe.name}': no Harbor tasks (dirs with task.toml) in {root}")
-        return select_tasks([self.load_task(d) for d in dirs], self.recipe.params)
+        configs = {d: read_config(d) for d in dirs}
+        warn_unknown(self.recipe.name, configs)
+        return select_tasks([self.load_task(d, c) for d, c in configs.items()], self.recipe.params)
 
-    def load_task(self, task_dir: Path) -> Task:
-        try:
-            meta = tomllib.loads((task_dir / "task.toml").read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise UserError(f"{task_dir / 'task.toml'}: {exc}") from exc
+    def load_task(self, task_dir: Path, config: TaskConfig | None = None) -> Task:
+        config = config or read_config(task_dir)
         recipe = self.recipe
-        environment = meta.get("environment", {})
-        image = environment.get("docker_image") or (recipe.image.format(task_id=task_dir.name) if recipe.image else None)
+        environment = config.environment
+        image = environment.docker_image or (recipe.image.format(task_id=task_dir.name) if recipe.image else None)
         dockerfile = task_dir / "environment" / "Dockerfile"
         seed = task_dir / "environment" / "workspace"
         instruction_path = task_dir / "instruction.md"
         instruction = instruction_path.read_text(encoding="utf-8") if instruction_path.is_file() else ""
+        baseline = environment.baseline_network()
+        if recipe.allow_internet is not None:
+            baseline = "public" if recipe.allow_internet else "no-network"
+        phases = {"agent": config.agent.network_mode or baseline, "verifier": config.verifier.network_mode or baseline}
+        declared = any(p.network_mode for p in (environment, config.agent, config.verifier))
+        users = {f"[{name}] user": str(user) for name, user in (("agent", config.agent.user), ("verifier", config.verifier.user))
+                 if user is not None}
+        steps = [self.step_data(task_dir, config, step) for step in config.steps]
+        if environment.os != "linux":  # every provider here runs Linux sandboxes
+            raise UserError(f"task '{task_dir.name}' needs [environment] os = \"{environment.os}\", which no provider "
+                            f"here can honour (they run Linux sandboxes); leave the task out")
+        if steps and verifier_environment_mode(task_dir, config) == "separate":
+            raise UserError(f"{task_dir / 'task.toml'}: multi-step tasks with a separate verifier are not supported yet; "
+                            f"use environment_mode = \"shared\" or leave the task out")
         return Task(
             id=task_dir.name,
             instruction=render_instruction(recipe, instruction=instruction, task_id=task_dir.name),
-            workdir=recipe.workdir or environment.get("workdir") or "/app",
+            workdir=recipe.workdir or environment.workdir or "/app",
             image=image,
             build_context=dockerfile.parent if dockerfile.is_file() and not image else None,
             build_args=dict(recipe.build_args),
             runs_on_host=recipe.runs_on_host,
             seed_dir=seed if seed.is_dir() else None,
-            env={**recipe.env, **{k: str(v) for k, v in environment.get("env", {}).items()}},
-            cpus=recipe.resources.cpus or environment.get("cpus"),
-            memory_mb=recipe.resources.memory_mb or parse_memory_mb(environment.get("memory_mb", environment.get("memory"))),
-            allow_internet=recipe.allow_internet if recipe.allow_internet is not None else environment.get("allow_internet", True),
-            agent_timeout_s=recipe.timeouts.agent or meta.get("agent", {}).get("timeout_sec") or DEFAULT_AGENT_TIMEOUT,
-            verify_timeout_s=recipe.timeouts.verify or meta.get("verifier", {}).get("timeout_sec") or DEFAULT_VERIFY_TIMEOUT,
-            build_timeout_s=recipe.timeouts.build or environment.get("build_timeout_sec"),
+            env={**recipe.env, **strings(environment.env)},
+            cpus=recipe.resources.cpus or environment.cpus,
+            memory_mb=recipe.resources.memory_mb or environment.memory_mb,
+            storage_mb=environment.storage_mb,
+            gpus=environment.gpus,
+            allow_internet=baseline == "public",
+            network_modes=tuple(sorted({baseline, *phases.values()})) if declared else (),
+            agent_user=str(config.agent.user) if config.agent.user is not None else None,
+            users={**users, **{f"[[steps]] {s['name']!r} [{phase}] user": s[f"{phase}_user"]
+                               for s in steps for phase in ("agent", "verifier") if s[f"{phase}_user"]}},
+            agent_timeout_s=recipe.timeouts.agent or config.agent.timeout_sec or DEFAULT_AGENT_TIMEOUT,
+            verify_timeout_s=recipe.timeouts.verify or config.verifier.timeout_sec or DEFAULT_VERIFY_TIMEOUT,
+            build_timeout_s=recipe.timeouts.build or environment.build_timeout_sec,
             data={
                 "dir": str(task_dir),
-                "verifier_env": {k: str(v) for k, v in meta.get("verifier", {}).get("env", {}).items()},
-                "solution_env": {k: str(v) for k, v in meta.get("solution", {}).get("env", {}).items()},
-                "environment_mode": verifier_environment_mode(task_dir, meta),
+                "tests": [str(task_dir / "tests")],
+                "solution": str(task_dir / "solution"),
+                "verifier_env": strings(config.verifier.env),
+                "solution_env": strings(config.solution.env),
+                "verifier_user": str(config.verifier.user) if config.verifier.user is not None else None,
+                "networks": phases if declared else {},
+                "healthcheck": environment.healthcheck.model_dump() if environment.healthcheck else None,
+                "environment_mode": verifier_environment_mode(task_dir, config),
                 # a separate verifier without its own table copies [environment]; its image comes from tests/
-                "verifier_environment": meta.get("verifier", {}).get("environment")
-                or {k: v for k, v in environment.items() if k != "docker_image"},
-                "artifacts": artifact_paths(task_dir, meta.get("artifacts") or []),
+                "verifier_environment": (config.verifier.environment or environment.model_copy(update={"docker_image": None})).model_dump(),
+                "artifacts": artifact_paths(task_dir, config.artifacts),
+                "steps": steps,
+                "multi_step_reward_strategy": config.multi_step_reward_strategy,
             },
         )
 
+    def step_data(self, task_dir: Path, config: TaskConfig, step: Step) -> dict[str, Any]:
+        """One [[steps]] entry with the task's [agent] and [verifier] as its defaults, as in Harbor."""
+        step_dir = task_dir / "steps" / step.name
+        if not (step_dir / "instruction.md").is_file():
+            raise UserError(f"{task_dir / 'task.toml'}: step '{step.name}' needs steps/{step.name}/instruction.md")
+        user = step.agent.user if step.agent.user is not None else config.agent.user
+        verifier_user = step.verifier.user if step.verifier.user is not None else config.verifier.user
+        return {
+            "name": step.name,
+            "dir": str(step_dir),
+            "instruction": render_instruction(self.recipe, instruction=(step_dir / "instruction.md").read_text(encoding="utf-8"),
+                                              task_id=task_dir.name),
+            "agent_user": str(user) if user is not None else None,
+            "agent_timeout_s": step.agent.timeout_sec,
+            "verify_timeout_s": step.verifier.timeout_sec,
+            "verifier_user": str(verifier_user) if verifier_user is not None else None,
+            "verifier_env": {**strings(config.verifier.env), **strings(step.verifier.env)},
+            "min_reward": step.min_reward,
+            "healthcheck": step.healthcheck.model_dump() if step.healthcheck else None,
+        }
+
     # -- trial phases --------------------------------------------------------------------
     def stage(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
-        """Where no image was built, do what the Dockerfile does: seed the workdir, run setup."""
-        if getattr(sandbox, "has_task_image", False) or task.seed_dir is None:
-            return
-        sandbox.upload(task.seed_dir, task.workdir)
-        if (task.seed_dir / SETUP_SCRIPT).is_file():
-            result = sandbox.exec(f"bash {SETUP_SCRIPT} && rm -f {SETUP_SCRIPT}", timeout=task.build_timeout_s or 600)
-            trial.write("setup.log", result.stdout + result.stderr)
-            if not result.ok:
-                raise InfraError(f"task setup failed (exit {result.exit_code}); see setup.log")
+        """Where no image was built, do what the Dockerfile does (seed the workdir, run setup); then wait
+        for the healthcheck and put the sandbox on the agent's network."""
+        if not getattr(sandbox, "has_task_image", False) and task.seed_dir is not None:
+            sandbox.upload(task.seed_dir, task.workdir)
+            if (task.seed_dir / SETUP_SCRIPT).is_file():
+                result = sandbox.exec(f"bash {SETUP_SCRIPT} && rm -f {SETUP_SCRIPT}", timeout=task.build_timeout_s or 600)
+                trial.write("setup.log", result.stdout + result.stderr)
+                if not result.ok:
+                    raise InfraError(f"task setup failed (exit {result.exit_code}); see setup.log")
+        open_logs(task, sandbox)
+        await_healthy(task.data["healthcheck"], sandbox, trial)
+        enter_phase(task, sandbox, "agent")
+
+    def run_agent(self, harness: Any, task: Task, sandbox: "Sandbox", model: Any, trial: "TrialContext") -> AgentOutcome:
+        """Each [[steps]] entry in order in the one sandbox, each graded at once; stop below its min_reward."""
+        if not task.data["steps"]:
+            return harness.run(task, as_user(sandbox, task.agent_user), model, trial, self)
+        outcome, grades = AgentOutcome(), []
+        for step in task.data["steps"]:
+            step_task = self.step_task(task, step)
+            await_healthy(step["healthcheck"], sandbox, trial)
+            enter_phase(task, sandbox, "agent")
+            done = harness.run(step_task, as_user(sandbox, step_task.agent_user), model, trial, self)
+            outcome = done.model_copy(update={"usage": outcome.usage + done.usage})
+            grade = self.grade(step_task, sandbox, trial, done)
+            grades.append({"name": step["name"], "reward": grade.reward, "rewards": grade.rewards})
+            if not reaches(grade.rewards, step["min_reward"]):
+                break
+        return outcome.model_copy(update={"steps": grades})
+
+    def step_task(self, task: Task, step: dict[str, Any]) -> Task:
+        """The task as one step sees it: the step's instruction, user, timeouts, tests over the task's, solution."""
+        return replace(
+            task, instruction=step["instruction"], agent_user=step["agent_user"],
+            agent_timeout_s=self.recipe.timeouts.agent or step["agent_timeout_s"] or task.agent_timeout_s,
+            verify_timeout_s=self.recipe.timeouts.verify or step["verify_timeout_s"] or task.verify_timeout_s,
+            data={**task.data, "steps": [], "step": step["name"], "verifier_user": step["verifier_user"],
+                  "verifier_env": step["verifier_env"], "tests": [*task.data["tests"], str(Path(step["dir"]) / "tests")],
+                  "solution": str(Path(step["dir"]) / "solution")},
+        )
 
     def solve(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> AgentOutcome:
-        solution = Path(task.data["dir"]) / "solution"
+        solution = Path(task.data["solution"])
         if not (solution / "solve.sh").is_file():
-            raise VerifierError(f"task '{task.id}' has no solution/solve.sh for the oracle")
+            raise VerifierError(f"task '{task.id}' has no {solution.relative_to(task.data['dir'])}/solve.sh for the oracle")
         sandbox.upload(solution, "/solution")
         return run_solution(task, sandbox, trial, "bash /solution/solve.sh", task.data["solution_env"])
 
@@ -152,15 +252,16 @@ class HarborFormat:
         [verifier.environment]'s resources (the task's [environment] when absent); None when shared."""
         if task.data["environment_mode"] != "separate":
             return None
-        env = task.data["verifier_environment"]
+        env = Environment.model_validate(task.data["verifier_environment"])
         tests = Path(task.data["dir"]) / "tests"
-        network = env.get("network_mode")
+        network = task.data["networks"].get("verifier") or env.baseline_network()
+        user = task.data["verifier_user"]
         return replace(
             spec, name=f"{spec.name[:114]}-grade", labels={**spec.labels, "phase": "grade"},
-            image=env.get("docker_image"), build_context=None if env.get("docker_image") else tests,
-            cpus=self.recipe.resources.cpus or env.get("cpus"),
-            memory_mb=self.recipe.resources.memory_mb or parse_memory_mb(env.get("memory_mb", env.get("memory"))),
-            allow_internet=network != "no-network" if network else env.get("allow_internet", True),
+            image=env.docker_image, build_context=None if env.docker_image else tests,
+            cpus=self.recipe.resources.cpus or env.cpus, memory_mb=self.recipe.resources.memory_mb or env.memory_mb,
+            storage_mb=env.storage_mb, gpus=env.gpus, allow_internet=network == "public",
+            network_modes=(network,) if task.data["networks"] else (), users={"[verifier] user": user} if user else {},
         )
 
     def collect(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> AgentOutcome:
@@ -173,6 +274,7 @@ class HarborFormat:
         return outcome
 
     def stage_grading(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
+        open_logs(task, sandbox)
         for path in (ARTIFACTS_DIR, *task.data["artifacts"]):
             local = trial.dir / "artifacts" / path.lstrip("/")
             if local.exists():
@@ -180,25 +282,32 @@ class HarborFormat:
 
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade:
         mode = task.data["environment_mode"]
+        if mode == "shared":
+            self.collect(task, sandbox, trial, outcome)  # what the agent left, before the verifier touches it
+        if task.data["steps"]:
+            return combine_steps(outcome.steps, task.data["multi_step_reward_strategy"], len(task.data["steps"]))
+        enter_phase(task, sandbox, "verifier")
         # A separate verifier's image holds /tests itself, as in Harbor; where no image is built
         # (a task run on the host) the tests are uploaded as in shared mode.
         if mode == "shared" or not getattr(sandbox, "has_task_image", False):
-            sandbox.upload(Path(task.data["dir"]) / "tests", "/tests")
+            for tests in map(Path, task.data["tests"]):  # a step's tests over the task's
+                if tests.is_dir():
+                    sandbox.upload(tests, "/tests")
+        where = f"steps/{task.data['step']}/" if task.data.get("step") else ""
+        clear = f" && rm -rf {VERIFIER_DIR}/*" if where else ""  # a step's grade is not the step before's
         result = sandbox.exec(
-            f"mkdir -p {VERIFIER_DIR} /logs/agent && bash /tests/test.sh",
-            env=task.data["verifier_env"],
-            timeout=task.verify_timeout_s,
+            f"mkdir -p {VERIFIER_DIR} /logs/agent{clear} && bash /tests/test.sh",
+            env=task.data["verifier_env"], timeout=task.verify_timeout_s, user=task.data["verifier_user"],
         )
-        trial.write("verifier.log", result.stdout + result.stderr)
+        trial.write(f"{where}verifier.log", result.stdout + result.stderr)
         if result.timed_out:
             raise VerifierError(f"verifier timed out after {task.verify_timeout_s:.0f}s")
-        rewards = self.read_rewards(sandbox, trial, result.exit_code)
+        rewards = self.read_rewards(sandbox, trial.dir / where / "verifier", result.exit_code)
         reward = rewards.get("reward", sum(rewards.values()) / len(rewards))
         return Grade(passed=reward >= 1.0, reward=reward, rewards=rewards,
                      details={"test_exit_code": result.exit_code, "environment_mode": mode})
 
-    def read_rewards(self, sandbox: "Sandbox", trial: "TrialContext", exit_code: int) -> dict[str, float]:
-        local = trial.dir / "verifier"
+    def read_rewards(self, sandbox: "Sandbox", local: Path, exit_code: int) -> dict[str, float]:
         try:
             sandbox.download(VERIFIER_DIR, local)
         except FileNotFoundError:
@@ -217,3 +326,79 @@ class HarborFormat:
         raise VerifierError(
             f"test.sh (exit {exit_code}) wrote neither {VERIFIER_DIR}/reward.txt nor reward.json; see verifier.log"
         )
+
+
+# -- phases shared by single- and multi-step tasks ---------------------------------------------
+def as_user(sandbox: "Sandbox", user: str | None) -> "Sandbox":
+    return RunAs(sandbox, user) if user else sandbox
+
+
+class RunAs:
+    """The sandbox as the agent sees it: commands run as the task's [agent] user unless told otherwise."""
+
+    def __init__(self, inner: "Sandbox", user: str) -> None:
+        self.inner, self.user = inner, user
+
+    def exec(self, cmd: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("user", self.user)
+        return self.inner.exec(cmd, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def open_logs(task: Task, sandbox: "Sandbox") -> None:
+    """Tasks with their own users write /logs too: the dirs are made by root and writable by all, as in Harbor."""
+    if task.users:
+        dirs = f"/logs/agent {VERIFIER_DIR} {ARTIFACTS_DIR}"
+        result = sandbox.exec(f"mkdir -p {dirs} && chmod 777 {dirs}", user="root", timeout=60)
+        if not result.ok:
+            raise InfraError(f"cannot make /logs writable for the task's users: {result.stderr.strip()[-200:]}")
+
+
+def enter_phase(task: Task, sandbox: "Sandbox", phase: str) -> None:
+    """The phase's network_mode, where the task's phases differ ([agent], [verifier] over [environment])."""
+    mode = task.data["networks"].get(phase)
+    if mode and len(task.network_modes) > 1:
+        sandbox.set_network(mode)  # type: ignore[attr-defined]  # the provider's check made sure it can
+
+
+def await_healthy(check: dict[str, Any] | None, sandbox: "Sandbox", trial: "TrialContext") -> None:
+    """Docker HEALTHCHECK semantics before the agent starts: `retries` consecutive failures after the
+    start period end the trial as an infra error (the environment never became ready)."""
+    if not check:
+        return
+    started, failures = time.monotonic(), 0
+    while True:
+        result = sandbox.exec(check["command"], timeout=check["timeout_sec"])
+        trial.append("healthcheck.log", f"$ {check['command']}\nexit {result.exit_code}\n{result.stdout}{result.stderr}")
+        if result.ok:
+            return
+        starting = time.monotonic() - started < check["start_period_sec"]
+        failures = 0 if starting else failures + 1
+        if failures >= check["retries"]:
+            raise InfraError(f"healthcheck failed {failures} times in a row (exit {result.exit_code}); see healthcheck.log")
+        if trial.stopping.wait(check["start_interval_sec"] if starting else check["interval_sec"]):
+            raise InfraError("interrupted")
+
+
+def reaches(rewards: dict[str, float], minimum: float | dict[str, float] | None) -> bool:
+    """A step's min_reward: one threshold for its reward, or one per named reward (absent counts 0)."""
+    if minimum is None:
+        return True
+    if isinstance(minimum, dict):
+        return all(rewards.get(key, 0.0) >= value for key, value in minimum.items())
+    return rewards.get("reward", sum(rewards.values()) / max(len(rewards), 1)) >= minimum
+
+
+def combine_steps(steps: list[dict[str, Any]], strategy: str, total: int) -> Grade:
+    """The trial's reward from its steps': their mean (a step never reached counts 0), or the final step's."""
+    rewards = {f"{s['name']}/{key}": value for s in steps for key, value in s["rewards"].items()}
+    if not steps:  # the agent failed before the first step was graded
+        reward = 0.0
+    elif strategy == "final":
+        reward = steps[-1]["reward"]  # the last step run: a stop below min_reward ends the task there
+    else:
+        reward = sum(s["reward"] for s in steps) / total
+    return Grade(passed=reward >= 1.0, reward=reward, rewards={"reward": reward, **rewards},
+                 details={"steps": steps, "steps_run": len(steps), "steps_total": total})

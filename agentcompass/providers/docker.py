@@ -33,7 +33,7 @@ from agentcompass.providers.remote import (
 from agentcompass.providers.docker_build import BUILDS, BuildRequest, build_image
 from agentcompass.providers.docker_compose import (cleanup_networks, create_network, create_options, host_options,
                                                    networking, remove_services, start_services, volume_names)
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ContainerSpec, ExecResult, SandboxSpec, cap_output
+from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ContainerSpec, ExecResult, SandboxSpec, cap_output, common_refusals
 from agentcompass.schema import Positive, PositiveInt, Strict
 
 if TYPE_CHECKING:
@@ -76,6 +76,7 @@ class DockerProvider:
         self.keep = keep  # the trial runner keeps sandboxes by not closing them; close always removes
         self._client: "docker.DockerClient | None" = None
         self._engine_cpus = 0
+        self._engine_gpus = False  # the engine has the nvidia runtime
         self._lock = threading.Lock()
         self._image_locks: dict[str, threading.Lock] = {}
         self._ready: set[str] = set()  # images known to be present on the engine
@@ -98,7 +99,9 @@ class DockerProvider:
 
         try:
             client = docker.from_env(timeout=int(self.settings.api_timeout_s), max_pool_size=self.settings.max_connections)
-            self._engine_cpus = int(client.info().get("NCPU") or 0)
+            info = client.info()
+            self._engine_cpus = int(info.get("NCPU") or 0)
+            self._engine_gpus = "nvidia" in (info.get("Runtimes") or {})
         except docker.errors.DockerException as exc:
             raise UserError(f"no Docker engine answers at {docker_host()} (DOCKER_HOST) ({one_line(exc)[:200]}); {START_HINT}") from exc
         return client
@@ -125,6 +128,8 @@ class DockerProvider:
         import docker
 
         client = self.client
+        # A compose task's network is its services' too: cutting it between phases would cut them off.
+        common_refusals(spec, "docker", gpus=self._engine_gpus, switch_network=spec.compose is None)
         image = self.settings.image or spec.image
         if image is None:
             if spec.build_context is None:
@@ -154,8 +159,11 @@ class DockerProvider:
             cpus = min(cpus, self._engine_cpus)
         memory_mb = settings.memory or spec.memory_mb
         api = self.client.api
+        # A task whose phases switch networks starts on the network and leaves it when a phase wants none.
+        switches = "public" in spec.network_modes
         host_config = api.create_host_config(
-            network_mode=(client.network_mode or spec.name) if client else settings.network if spec.allow_internet else "none",
+            network_mode=(client.network_mode or spec.name) if client else settings.network if spec.allow_internet or switches else "none",
+            device_requests=[docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])] if spec.gpus else None,
             nano_cpus=int(cpus * 1e9) if cpus else None,
             mem_limit=f"{memory_mb}m" if memory_mb else None,
             init=settings.init,
@@ -191,6 +199,8 @@ class DockerProvider:
         except docker.errors.APIError as exc:
             sandbox.close()
             raise InfraError(f"cannot start container {spec.name} from {image}: {one_line(exc.explanation or exc)}") from exc
+        if switches and not spec.allow_internet:
+            sandbox.set_network("no-network")
         return sandbox
 
     def _remove_leftover(self, spec: SandboxSpec) -> None:
@@ -451,6 +461,20 @@ class DockerSandbox(RemoteSandbox):
         self._check_exit(code, broken)
         cap = self.settings.output_cap_bytes
         return ExecResult(code, cap_output(stdout, cap), cap_output(stderr, cap), timed_out, time.monotonic() - start)
+
+    def set_network(self, mode: str) -> None:
+        """A phase's network (Harbor's network_mode): on the provider's network, or on none at all."""
+        import docker
+
+        network, wanted = self.settings.network, mode == "public"
+        attached = network in self.api.inspect_container(self.id)["NetworkSettings"]["Networks"]
+        try:
+            if wanted and not attached:
+                self.api.connect_container_to_network(self.id, network)
+            elif attached and not wanted:
+                self.api.disconnect_container_from_network(self.id, network)
+        except docker.errors.APIError as exc:
+            raise self._failure(f"cannot switch {self.spec.name} to network mode {mode}", exc) from exc
 
     def _kill_marked(self, mark: str) -> None:
         import docker

@@ -12,7 +12,9 @@ workspace, which is enough for well-behaved tasks and hides nothing.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
+import getpass
 import os
 import queue
 import re
@@ -30,7 +32,7 @@ from agentcompass.errors import InfraError, SandboxLost, UserError
 from agentcompass.providers.local_procs import REAPER, Command
 from agentcompass.providers.remote import EXEC_MARK
 from agentcompass.readiness import local_readiness
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
+from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals, refusal
 from agentcompass.schema import Strict
 
 # Host folders a sandbox may never shadow: they hold the tools the commands run with.
@@ -128,6 +130,11 @@ def hidden_paths(listed: list[str]) -> tuple[str, ...]:
     return tuple(sorted({p for p in paths if os.path.lexists(p)}))
 
 
+def own_user_names() -> set[str]:
+    """The names a task may give for the user agentcompass runs as: its name and uid (root also as 0)."""
+    return {getpass.getuser(), str(os.getuid())}
+
+
 def is_under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
@@ -171,6 +178,13 @@ class LocalProvider:
         if spec.needs_image:
             what = f"image '{spec.image}'" if spec.image else f"image built from {spec.build_context}"
             raise UserError(f"task '{spec.name}' needs its own container {what}; run it with --env docker")
+        for field_name, user in spec.users.items():
+            if user not in own_user_names():  # every command runs as the user running agentcompass
+                raise refusal(spec, "local", f'{field_name} = "{user}"', f"commands run as {getpass.getuser()}")
+        # bwrap starts each command in a network namespace of its own: phases can differ; plain subprocesses cannot.
+        common_refusals(spec, "local", switch_network=self.isolation == "bwrap")
+        if "no-network" in spec.network_modes and self.isolation != "bwrap":
+            raise refusal(spec, "local", 'network_mode = "no-network"', "isolation 'none' cannot cut the network")
 
     def open(self, spec: SandboxSpec) -> "LocalSandbox":
         self.check(spec)
@@ -274,6 +288,10 @@ class LocalSandbox:
         self._check_lost(done.code, done.killed_by_us)
         code = 124 if done.timed_out else done.code
         return ExecResult(code, cap_output(done.stdout), cap_output(done.stderr), done.timed_out, time.monotonic() - start)
+
+    def set_network(self, mode: str) -> None:
+        """A phase's network (Harbor's network_mode): the next commands' bwrap shares the host's or has none."""
+        self.spec = dataclasses.replace(self.spec, allow_internet=mode == "public")
 
     def _check_lost(self, code: int, killed_by_us: bool) -> None:
         """Only what cannot be the command's own doing: its workspace is gone, or bwrap itself

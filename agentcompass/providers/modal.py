@@ -33,7 +33,7 @@ from agentcompass.providers.remote import (
     DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed,
     is_leftover, one_line, process_owner, upload_archive,
 )
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
+from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals, refusal
 from agentcompass.schema import Positive, PositiveInt, Strict
 
 if TYPE_CHECKING:
@@ -148,6 +148,9 @@ class ModalProvider:
     # -- provider protocol ---------------------------------------------------------------
     def check(self, spec: SandboxSpec) -> None:
         """Before the run: the task has an image Modal can use, and Modal accepts the credentials."""
+        for field_name, user in spec.users.items():  # Modal's exec has no user to run as
+            raise refusal(spec, "modal", f'{field_name} = "{user}"', "commands run as the image's user")
+        common_refusals(spec, "modal")
         if not (self.settings.image or self.settings.named_image or spec.image or (spec.build_context and (spec.build_context / "Dockerfile").is_file())):
             raise UserError(f"task '{spec.name}' names no image and has no environment/Dockerfile; "
                             "pass one with --env-params '{\"image\": \"NAME\"}'")
