@@ -74,7 +74,7 @@ def modal_bill(start: float, end: float, app_names: list[str], tags: dict[str, s
     hour_start = datetime.fromtimestamp(start // HOUR_S * HOUR_S, timezone.utc)
     hour_end = datetime.fromtimestamp(-(-end // HOUR_S) * HOUR_S, timezone.utc)  # the whole last hour
     try:
-        client = modal.Client.from_credentials(*credentials)
+        client = modal.Client.from_credentials(credentials.token_id, credentials.token_secret)
         items = modal.Workspace.from_context(client=client).billing.report(
             start=hour_start, end=hour_end, resolution="h", tag_names=sorted(tags) or None)
     except modal.exception.AuthError as exc:
