@@ -135,6 +135,14 @@ def test_fields_reach_the_task(tmp_path):
     assert task.data["solution_env"] == {"S": "1"} and task.data["healthcheck"]["command"] == "true"
 
 
+
+def test_a_recipe_image_wins_over_the_tasks_own(tmp_path):
+    """Image precedence: --env-params image (the provider's) > the recipe's (per-provider override) > the task's."""
+    [own] = load(tmp_path / "a", '[environment]\ndocker_image = "task/img:1"\n')
+    assert own.image == "task/img:1"
+    [mirrored] = load(tmp_path / "b", '[environment]\ndocker_image = "task/img:1"\n', image="mirror.local/{task_id}:2")
+    assert mirrored.image == "mirror.local/t:2"
+
 # -- refusals before the run: one line naming the field and the provider ---------------------------
 @pytest.mark.parametrize("toml_extra, field", [
     ('[agent]\nuser = "nobody"\n', '[agent] user = "nobody"'),

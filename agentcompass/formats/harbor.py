@@ -116,7 +116,8 @@ class HarborFormat:
         config = config or read_config(task_dir)
         recipe = self.recipe
         environment = config.environment
-        image = environment.docker_image or (recipe.image.format(task_id=task_dir.name) if recipe.image else None)
+        # A recipe's image (e.g. its per-provider override: a mirror) wins over the task's own docker_image.
+        image = (recipe.image.format(task_id=task_dir.name) if recipe.image else None) or environment.docker_image
         dockerfile = task_dir / "environment" / "Dockerfile"
         seed = task_dir / "environment" / "workspace"
         instruction_path = task_dir / "instruction.md"
