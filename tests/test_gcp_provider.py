@@ -498,3 +498,11 @@ def test_live_gcp_vm_round_trip(request, tmp_path):
     finally:
         box.close()
     assert p.cleanup("live-test") == 0
+
+
+def test_cpu_and_memory_have_one_spelling_across_providers(cli):
+    """gcp takes docker's and modal's canonical names, and their older spellings as aliases."""
+    show = cli("config", "show", "demo", "oracle", "none", "--env", "gcp", "--env-params", '{"cpus": 2, "memory_mb": 512}')
+    assert show.returncode == 0, show.stderr
+    env = show.stdout[show.stdout.index("\nenv:"):]
+    assert "\n  cpu: 2" in env and "\n  memory: 512" in env and "cpus:" not in env

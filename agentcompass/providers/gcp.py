@@ -27,6 +27,8 @@ import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pydantic import AliasChoices, Field
+
 from agentcompass.errors import InfraError, UserError
 from agentcompass.providers.docker import KEEP_ALIVE
 from agentcompass.providers.gcp_api import (ROLES_HINT, SCOPES, delete_instance, gcp_credentials, insert_failure,
@@ -78,8 +80,8 @@ class GcpProvider:
         spot: bool = False
         labels: dict[str, str] = {}
         image: str | None = None  # run-wide registry image for every task, instead of the task's own
-        cpus: Positive | None = None  # overrides the task's cpus (container limit)
-        memory_mb: PositiveInt | None = None  # overrides the task's memory (container limit)
+        cpu: Positive | None = Field(None, validation_alias=AliasChoices("cpus", "cpu"))  # overrides the task's cpus (container limit)
+        memory: PositiveInt | None = Field(None, validation_alias=AliasChoices("memory_mb", "memory"))  # MiB; overrides the task's
         timeout_s: PositiveInt | None = None  # the VM's time-to-live; default the task's lifetime + boot_timeout_s
         boot_timeout_s: Positive = 600.0  # VM up, image pulled or built, container started
         operation_timeout_s: Positive = 600.0  # one insert or delete operation
@@ -243,7 +245,7 @@ def startup_script(name: str, spec: SandboxSpec, s: GcpProvider.Settings) -> str
         build_args = "".join(f" --build-arg {q(f'{k}={v}')}" for k, v in sorted(spec.build_args.items()))
         get_image = (f"until [ -e {state}/context.tar ]; do sleep 1; done; mkdir -p {state}/context && "
                      f"tar -xf {state}/context.tar -C {state}/context && docker build{build_args} -t {image} {state}/context")
-    cpus, memory = s.cpus or spec.cpus, s.memory_mb or spec.memory_mb
+    cpus, memory = s.cpu or spec.cpus, s.memory or spec.memory_mb
     run = ["docker", "run", "-d", "--name", name, "--init", "--network", "bridge" if spec.allow_internet else "none",
            "-w", spec.workdir, "--entrypoint", "/bin/sh"]
     run += [f"--cpus={cpus}"] if cpus else []
