@@ -21,6 +21,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "docker": "agentcompass.providers.docker:DockerProvider",
         "modal": "agentcompass.providers.modal:ModalProvider",
         "gcp": "agentcompass.providers.gcp:GcpProvider",
+        "gcp_batch": "agentcompass.providers.gcp_eval:GcpBatchProvider",  # eval/validate on gcp
     },
     "format": {
         "harbor": "agentcompass.formats.harbor:HarborFormat",

@@ -192,8 +192,13 @@ def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
         scheduler = Scheduler(runner, store, resolved.run.task_concurrency,
                               RetryPolicy(resolved.run.max_retries, resolved.run.retry_backoff_s), progress)
         try:
+            # A provider may run every trial itself (gcp_batch: ONE GCP Batch job grades them all).
+            run_trials = getattr(prepared.provider, "run_trials", None)
             with progress, Periodically(checkpoint, SUMMARY_EVERY_S):
-                scheduler.run(pending)
+                if run_trials is not None:
+                    run_trials(prepared, pending, store, progress)
+                else:
+                    scheduler.run(pending)
         except Interrupted:
             status = "interrupted"
             raise

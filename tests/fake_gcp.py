@@ -188,6 +188,13 @@ def install_into(patcher: Any) -> None:
     REAL.setdefault("InstancesClient", compute_v1.InstancesClient)
     REAL.setdefault("google.auth.default", google.auth.default)
     patcher.setattr(compute_v1, "InstancesClient", InstancesClient)
+    try:
+        from google.cloud import batch_v1
+    except ImportError:
+        pass
+    else:
+        REAL.setdefault("BatchServiceClient", batch_v1.BatchServiceClient)
+        patcher.setattr(batch_v1, "BatchServiceClient", BatchServiceClient)
     patcher.setattr(google.auth, "default", default)
 
 
@@ -206,6 +213,52 @@ def destroy_all() -> None:
 
 # -- GCP Batch ---------------------------------------------------------------------------------------
 batch_states: list[tuple[str, dict[str, int]]] = []  # what successive get_job calls report (the last repeats)
+RUN_TASKS_ENV = "FAKE_GCP_BATCH_RUN"  # when set: create_job runs each task's script here for real
+
+
+class RunningJob:
+    """A job whose tasks "run" on this machine: the task script under bash with the job's environment and
+    BATCH_TASK_INDEX, `parallelism` at once, each retried up to max_retry_count times, as Batch does."""
+
+    def __init__(self, job: Any) -> None:
+        group = job.task_groups[0]
+        spec = group.task_spec
+        runnable = spec.runnables[0]
+        self.script = runnable.script.text if runnable.script.text else runnable.container.commands[-1]
+        self.env = dict(spec.environment.variables)
+        self.retries = spec.max_retry_count
+        self.states = ["QUEUED"] * group.task_count
+        self.semaphore = threading.Semaphore(max(1, group.parallelism))
+        self.cancelled = threading.Event()
+        self.threads = [threading.Thread(target=self.run, args=(i,), daemon=True) for i in range(group.task_count)]
+        for thread in self.threads:
+            thread.start()
+
+    def run(self, index: int) -> None:
+        with self.semaphore:
+            for _ in range(self.retries + 1):
+                if self.cancelled.is_set():
+                    return
+                self.states[index] = "RUNNING"
+                done = subprocess.run(["bash", "-c", self.script], env={**os.environ, **self.env,
+                                      "BATCH_TASK_INDEX": str(index)}, capture_output=True, text=True)
+                if done.returncode == 0:
+                    self.states[index] = "SUCCEEDED"
+                    return
+                self.states[index] = f"FAILED:{done.stderr.strip()[-300:]}"
+
+    def status(self) -> tuple[str, dict[str, int], list[str]]:
+        counts: dict[str, int] = {}
+        for state in self.states:
+            key = state.partition(":")[0]
+            counts[key] = counts.get(key, 0) + 1
+        failed = [s.partition(":")[2] for s in self.states if s.startswith("FAILED")]
+        if counts.get("QUEUED") or counts.get("RUNNING"):
+            return "RUNNING", counts, []
+        return ("FAILED" if failed else "SUCCEEDED"), counts, failed
+
+
+running: dict[str, RunningJob] = {}
 
 
 class BatchServiceClient:
@@ -226,6 +279,8 @@ class BatchServiceClient:
         if created.name in self.jobs:
             raise exceptions.AlreadyExists(f"job {created.name} already exists")
         self.jobs[created.name] = created
+        if os.environ.get(RUN_TASKS_ENV):
+            running[created.name] = RunningJob(request.job)
         return created
 
     def get_job(self, request: Any = None, *, name: str | None = None, retry: Any = None, timeout: Any = None,
@@ -236,10 +291,17 @@ class BatchServiceClient:
         record("BatchServiceClient.get_job", request, name=name)
         if name not in self.jobs:
             raise exceptions.NotFound(f"job {name}")
-        state, counts = batch_states.pop(0) if len(batch_states) > 1 else batch_states[0]
+        failures: list[str] = []
+        if str(name) in running:
+            state, counts, failures = running[str(name)].status()
+        else:
+            state, counts = batch_states.pop(0) if len(batch_states) > 1 else batch_states[0]
         job = batch_v1.Job(self.jobs[str(name)])
         job.status = batch_v1.JobStatus(state=state, task_groups={"group0": batch_v1.JobStatus.TaskGroupStatus(counts=counts)})
-        if state == "FAILED":
+        if failures:
+            job.status.status_events = [batch_v1.StatusEvent(description=f"Task failed with exit code 1: {f}")
+                                        for f in failures]
+        elif state == "FAILED":
             job.status.status_events = [batch_v1.StatusEvent(description="Task state is updated from RUNNING to FAILED "
                                                                           "on zones/us-central1-a/instances/x with exit code 1.")]
         return job
@@ -249,6 +311,8 @@ class BatchServiceClient:
         from google.api_core import exceptions
 
         record("BatchServiceClient.delete_job", request, name=name)
+        if str(name) in running:
+            running.pop(str(name)).cancelled.set()
         if self.jobs.pop(str(name), None) is None:
             raise exceptions.NotFound(f"job {name}")
         return None

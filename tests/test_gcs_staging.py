@@ -4,26 +4,22 @@ google-cloud-storage against a GCS emulator on 127.0.0.1 (PyPI gcp-storage-emula
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 
+from gcs_emulator import emulated_gcs
+
 storage = pytest.importorskip("google.cloud.storage", reason="pip install agentcompass[gcp]")
-emulator = pytest.importorskip("gcp_storage_emulator.server", reason="pip install gcp-storage-emulator")
+pytest.importorskip("gcp_storage_emulator.server", reason="pip install gcp-storage-emulator")
 
 
 @pytest.fixture
 def client(monkeypatch):
     from google.auth.credentials import AnonymousCredentials
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = emulator.create_server("127.0.0.1", port, in_memory=True)
-    server.start()
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
-    yield storage.Client(project="test-project", credentials=AnonymousCredentials())
-    server.stop()
+    with emulated_gcs() as host:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)
+        yield storage.Client(project="test-project", credentials=AnonymousCredentials())
 
 
 def run_bucket(client, run="r1"):

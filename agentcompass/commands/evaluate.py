@@ -65,8 +65,28 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     model = next((str(p["model_name_or_path"]) for p in predictions.values() if p.get("model_name_or_path")), "predictions")
     extra = [f"model.name={hydra_value(model)}",
              f"++harness.predictions={hydra_value(str(args.predictions.resolve()))}"]
+    extra += batch_overrides(args.env, args.benchmark, args.config_dir)
     invocation = build_invocation(args, [args.benchmark, "predictions", "custom"], extra)
     return launch(invocation, multirun=False, argv=argv)
+
+
+def batch_overrides(env: str | None, benchmark: str, config_dirs: list[Path]) -> list[str]:
+    """On a gcp env, a benchmark whose format grades on a batch backend is graded by ONE GCP Batch job
+    (env gcp_batch, the same settings) instead of a VM per instance."""
+    import yaml
+
+    from agentcompass.catalog import group_entries, recipe_format, search_roots
+    from agentcompass.registry import load
+
+    roots = search_roots(config_dirs)
+    path = group_entries("env", roots).get(env or "")
+    if path is None:
+        return []
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if (data.get("impl") or data.get("name") or env) != "gcp":
+        return []
+    fmt = recipe_format(benchmark, roots)
+    return ["++env.impl=gcp_batch"] if fmt and hasattr(load("format", fmt), "batch_work") else []
 
 
 def check_grades_patches(benchmark: str, config_dirs: list[Path]) -> None:

@@ -39,6 +39,7 @@ def register(subparsers: Any) -> None:
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
     from agentcompass.cli import build_invocation, run_name_of
+    from agentcompass.commands.evaluate import batch_overrides
     from agentcompass.launch import prepare_all
     from agentcompass.results import ResultsStore
     from agentcompass.runner import execute
@@ -46,8 +47,9 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     args.run_name = run_name_of(args, "validate-%Y%m%d-%H%M%S")
     # Prepare both runs before either starts, so bad input leaves nothing behind.
     runs = {}
+    extra = batch_overrides(args.env, args.benchmark, args.config_dir)  # SWE-bench on gcp: one Batch job per run
     for harness in HARNESSES:
-        invocation = build_invocation(args, [args.benchmark, harness, "none"], [])
+        invocation = build_invocation(args, [args.benchmark, harness, "none"], extra)
         _, prepared, _, _ = prepare_all(invocation, multirun=False)
         runs[harness] = next(iter(prepared.values()))
     outcomes: dict[str, dict[str, list[Any]]] = {}

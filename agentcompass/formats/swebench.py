@@ -130,7 +130,7 @@ class SwebenchFormat:
 
     def solve(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> AgentOutcome:
         """The oracle: the instance's gold patch."""
-        return self.apply_patch(task, sandbox, trial, str(task.data.get("patch") or ""))
+        return self.apply_patch(task, sandbox, trial, self.gold_patch(task))
 
     def apply_patch(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", patch: str,
                     log: str = "agent.log") -> AgentOutcome:
@@ -220,17 +220,33 @@ class SwebenchFormat:
         return self.run_eval(task, sandbox, trial, patch, mode)
 
     def run_eval(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", patch: str, mode: str) -> Grade:
-        from swebench.harness.grading import get_eval_report
-        from swebench.harness.utils import make_test_spec
-
-        spec = make_test_spec(instance_for_test_spec(task.data, task.image or ""))
-        script = inject_asset_restore(spec.eval_script, self.stage_image_assets(spec.image_assets, sandbox, trial))
+        spec, script = self.eval_script(task, sandbox, trial)
         sandbox.upload(trial.write("eval.sh", script), EVAL_SCRIPT_PATH)
         # One stream, as docker exec gives the official harness (the markers come from `set -x` on stderr),
         # into a file fetched whole: an exec's output is capped, and the end of the log decides the verdict.
         result = sandbox.exec(f"bash {EVAL_SCRIPT_PATH} > {EVAL_LOG_PATH} 2>&1", timeout=task.verify_timeout_s)
         log = self.fetch_eval_log(sandbox, trial)
-        if result.timed_out:  # the official harness notes it in the log the same way, then counts no result
+        return self.grade_log(task, trial, patch, mode, spec, log, result.timed_out)
+
+    def eval_script(self, task: Task, sandbox: "Sandbox | None", trial: "TrialContext") -> tuple[Any, str]:
+        """swebench's test spec of the instance and its eval script (image assets restored before the tests;
+        they need a sandbox to stage them in)."""
+        from swebench.harness.utils import make_test_spec
+
+        spec = make_test_spec(instance_for_test_spec(task.data, task.image or ""))
+        if sandbox is None:
+            if any((spec.image_assets or {}).get(key) for key in ("test_patch", "patch")):
+                raise UserError(f"{task.id} has image_assets, which eval on GCP Batch does not stage; "
+                                "evaluate it with --env docker or modal")
+            return spec, spec.eval_script
+        return spec, inject_asset_restore(spec.eval_script, self.stage_image_assets(spec.image_assets, sandbox, trial))
+
+    def grade_log(self, task: Task, trial: "TrialContext", patch: str, mode: str, spec: Any, log: str,
+                  timed_out: bool) -> Grade:
+        """The verdict on an eval log (written whole to eval.log first), by swebench's get_eval_report."""
+        from swebench.harness.grading import get_eval_report
+
+        if timed_out:  # the official harness notes it in the log the same way, then counts no result
             log += f"\n\nTimeout error: {task.verify_timeout_s:.0f} seconds exceeded."
             trial.write("eval.log", log)
             return self.unresolved(task, trial, patch, mode, f"tests timed out after {task.verify_timeout_s:.0f}s", log)
@@ -258,6 +274,20 @@ class SwebenchFormat:
                      "infra_failure_reason": report.get("infra_failure_reason"),
                      "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p},
         )
+
+    # -- grading on a batch backend (GCP Batch): formats/swebench_batch.py ------------------
+    def batch_work(self, task: Task, patch: str, trial: "TrialContext") -> Any:
+        from agentcompass.formats.swebench_batch import batch_work
+
+        return batch_work(self, task, patch, trial)
+
+    def batch_grade(self, task: Task, trial: "TrialContext", patch: str, outputs: Path | None) -> Grade:
+        from agentcompass.formats.swebench_batch import batch_grade
+
+        return batch_grade(self, task, trial, patch, outputs)
+
+    def gold_patch(self, task: Task) -> str:
+        return str(task.data.get("patch") or "")
 
     @staticmethod
     def fetch_eval_log(sandbox: "Sandbox", trial: "TrialContext") -> str:

@@ -19,6 +19,9 @@ class NopHarness:
     def __init__(self, **_: Any) -> None:
         pass
 
+    def submission(self, task: Task, task_format: "TaskFormat") -> str:
+        return ""  # nothing, without a sandbox (validate on GCP Batch)
+
     def run(
         self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
     ) -> AgentOutcome:

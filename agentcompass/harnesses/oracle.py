@@ -19,6 +19,11 @@ class OracleHarness:
     def __init__(self, **_: Any) -> None:
         pass
 
+    def submission(self, task: Task, task_format: "TaskFormat") -> str | None:
+        """The reference patch without a sandbox (validate on GCP Batch); None where the format has none."""
+        gold_patch = getattr(task_format, "gold_patch", None)
+        return gold_patch(task) if gold_patch is not None else None
+
     def run(
         self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
     ) -> AgentOutcome:

@@ -68,6 +68,10 @@ class PredictionsHarness:
         """Only instances with a prediction are run; the others stay unattempted, hence unresolved."""
         return task.id in self.predictions
 
+    def submission(self, task: Task, task_format: "TaskFormat") -> str:
+        """The patch graded for `task`, without a sandbox (eval on GCP Batch)."""
+        return str((self.predictions.get(task.id) or {}).get("model_patch") or "")
+
     def run(
         self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
     ) -> AgentOutcome:

@@ -33,6 +33,7 @@ from agentcompass.errors import InfraError, UserError
 from agentcompass.providers.docker import KEEP_ALIVE
 from agentcompass.providers.gcp_api import (ROLES_HINT, SCOPES, delete_instance, gcp_credentials, insert_failure,
                                             wait_for)
+from agentcompass.providers.gcp_batch import BatchSettings
 from agentcompass.providers.modal import DOWNLOAD_SCRIPT, MISSING_EXIT  # the same tar-over-exec download
 from agentcompass.providers.remote import EXEC_MARK, KILL_MARKED, extract_renamed, one_line, upload_archive
 from agentcompass.providers.ssh import EphemeralKey, SshHost
@@ -91,6 +92,7 @@ class GcpProvider:
         shell: str = "bash"  # runs every exec'd command: SHELL -c CMD
         output_cap_bytes: PositiveInt = DEFAULT_OUTPUT_CAP
         credentials_file: str | None = None  # a service-account key file (private --config only)
+        batch: BatchSettings = BatchSettings()  # `eval`/`validate` on gcp: ONE GCP Batch job (providers/gcp_eval.py)
 
     def __init__(self, keep: bool = False, **settings: Any) -> None:
         self.settings = self.Settings(**settings)

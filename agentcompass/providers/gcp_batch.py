@@ -9,32 +9,62 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
+
+from pydantic import Field
 
 from agentcompass.errors import InfraError, UserError
 from agentcompass.providers.remote import one_line
+from agentcompass.schema import PositiveInt, Strict
 
 POLL_FIRST_S, POLL_MAX_S = 5.0, 60.0  # polling backoff: fast while a job starts, then at most once a minute
 DONE, FAILED = "SUCCEEDED", ("FAILED", "CANCELLED")
+TASK_SCRIPT = Path(__file__).with_name("gcp_batch_task.sh")  # what every task of the job runs
 
 
-def job_definition(*, runner_image: str, script: str, task_count: int, parallelism: int, machine_type: str,
+class BatchSettings(Strict):
+    """`environments.gcp.batch`: how `eval` and `validate` on gcp grade on ONE GCP Batch job."""
+
+    bucket: str | None = None  # GCS bucket for the run's inputs and outputs; created when missing
+    bucket_location: str | None = None  # where a new bucket goes; default the region
+    blob_ttl_days: PositiveInt = 7  # lifecycle rule: agentcompass/ objects go after this, even if a run dies
+    machine_type: str = "e2-standard-4"  # per task group; 4 vCPU, 16 GB as CooperBench uses
+    cpu_milli: PositiveInt = 4000  # one task's share: one task per VM
+    memory_mib: PositiveInt = 15 * 1024  # the VM keeps some of its 16 GB for itself
+    runner_image: str | None = None  # None: the task script runs on the Batch VM; else in this image (bash, curl, docker CLI)
+    vm_image: str = "batch-debian"  # the Batch VM's OS image (has Docker and curl)
+    task_overhead_s: PositiveInt = 1800  # image pull and start, on top of the recipe's verify timeout
+    job_timeout_s: PositiveInt = 24 * 3600  # the orchestrator stops waiting (and deletes the job) after this
+    max_retry_count: int = Field(2, ge=0, le=10)  # Batch retries a task whose script failed (infra)
+
+
+def task_script() -> str:
+    return TASK_SCRIPT.read_text(encoding="utf-8")
+
+
+def job_definition(*, script: str, task_count: int, parallelism: int, machine_type: str,
                    cpu_milli: int, memory_mib: int, environment: dict[str, str], labels: dict[str, str],
-                   max_run_duration_s: int, max_retry_count: int = 2, spot: bool = False,
-                   service_account: str | None = None) -> Any:
-    """A job of `task_count` tasks, `parallelism` at once, each running `script` in the runner container
-    (with the VM's Docker socket, to start the instance's own image)."""
+                   max_run_duration_s: int, runner_image: str | None = None, vm_image: str = "batch-debian",
+                   max_retry_count: int = 2, spot: bool = False, service_account: str | None = None) -> Any:
+    """A job of `task_count` tasks, `parallelism` at once, each running `script`: on the Batch VM, or in
+    the runner container with the VM's Docker socket (either way it starts the instance's own image)."""
     from google.cloud import batch_v1
 
-    container = batch_v1.Runnable.Container(image_uri=runner_image, entrypoint="/bin/bash", commands=["-c", script],
-                                            options="-v /var/run/docker.sock:/var/run/docker.sock")
+    if runner_image:
+        runnable = batch_v1.Runnable(container=batch_v1.Runnable.Container(
+            image_uri=runner_image, entrypoint="/bin/bash", commands=["-c", script],
+            options="-v /var/run/docker.sock:/var/run/docker.sock"))
+    else:
+        runnable = batch_v1.Runnable(script=batch_v1.Runnable.Script(text=script))
     task_spec = batch_v1.TaskSpec(
-        runnables=[batch_v1.Runnable(container=container)],
+        runnables=[runnable],
         compute_resource=batch_v1.ComputeResource(cpu_milli=cpu_milli, memory_mib=memory_mib),
         max_run_duration=f"{max_run_duration_s}s", max_retry_count=max_retry_count,
         environment=batch_v1.Environment(variables=environment))
-    policy = batch_v1.AllocationPolicy.InstancePolicy(machine_type=machine_type,
-                                                      provisioning_model="SPOT" if spot else "STANDARD")
+    policy = batch_v1.AllocationPolicy.InstancePolicy(
+        machine_type=machine_type, provisioning_model="SPOT" if spot else "STANDARD",
+        boot_disk=batch_v1.AllocationPolicy.Disk(image=vm_image))
     allocation = batch_v1.AllocationPolicy(instances=[batch_v1.AllocationPolicy.InstancePolicyOrTemplate(policy=policy)])
     if service_account:
         allocation.service_account = batch_v1.ServiceAccount(email=service_account)

@@ -61,10 +61,22 @@ class RunBucket:
         self.bucket.blob(f"{self.prefix}manifest.json").upload_from_string(json.dumps(manifest, indent=1),
                                                                            content_type="application/json")
 
-    def download_outputs(self, local: Path) -> list[Path]:
-        """Every object the tasks wrote under tasks/, to the same relative paths under `local`."""
-        written = []
+    def upload(self, name: str, data: bytes | str) -> None:
+        self.bucket.blob(f"{self.prefix}{name}").upload_from_string(data, content_type="application/octet-stream")
+
+    def finished_tasks(self) -> set[int]:
+        """The indexes of the tasks that wrote `tasks/<index>/done` (their last object)."""
+        done = set()
         for blob in self.client.list_blobs(self.bucket_name, prefix=f"{self.prefix}tasks/"):
+            parts = blob.name[len(self.prefix):].split("/")
+            if len(parts) == 3 and parts[2] == "done" and parts[1].isdigit():
+                done.add(int(parts[1]))
+        return done
+
+    def download_outputs(self, local: Path, under: str = "tasks/") -> list[Path]:
+        """Every object under `under` (default: what the tasks wrote), to the same relative paths under `local`."""
+        written = []
+        for blob in self.client.list_blobs(self.bucket_name, prefix=f"{self.prefix}{under}"):
             target = local / blob.name[len(self.prefix):]
             if ".." in Path(blob.name).parts:
                 continue  # never outside `local`, whatever a task named its output
