@@ -214,6 +214,7 @@ def destroy_all() -> None:
 # -- GCP Batch ---------------------------------------------------------------------------------------
 batch_states: list[tuple[str, dict[str, int]]] = []  # what successive get_job calls report (the last repeats)
 RUN_TASKS_ENV = "FAKE_GCP_BATCH_RUN"  # when set: create_job runs each task's script here for real
+TASK_DELAY_ENV = "FAKE_GCP_TASK_DELAY"  # seconds each task waits before its script (a VM coming up)
 
 
 class RunningJob:
@@ -230,6 +231,7 @@ class RunningJob:
         self.states = ["QUEUED"] * group.task_count
         self.semaphore = threading.Semaphore(max(1, group.parallelism))
         self.cancelled = threading.Event()
+        self.procs: list[subprocess.Popen[str]] = []
         self.threads = [threading.Thread(target=self.run, args=(i,), daemon=True) for i in range(group.task_count)]
         for thread in self.threads:
             thread.start()
@@ -240,12 +242,25 @@ class RunningJob:
                 if self.cancelled.is_set():
                     return
                 self.states[index] = "RUNNING"
-                done = subprocess.run(["bash", "-c", self.script], env={**os.environ, **self.env,
-                                      "BATCH_TASK_INDEX": str(index)}, capture_output=True, text=True)
-                if done.returncode == 0:
+                script = f"sleep {os.environ.get(TASK_DELAY_ENV, '0')}\n{self.script}"
+                proc = subprocess.Popen(["bash", "-c", script], env={**os.environ, **self.env, "BATCH_TASK_INDEX": str(index)},
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                self.procs.append(proc)
+                _, stderr = proc.communicate()
+                if proc.returncode == 0:
                     self.states[index] = "SUCCEEDED"
                     return
-                self.states[index] = f"FAILED:{done.stderr.strip()[-300:]}"
+                self.states[index] = f"FAILED:{stderr.strip()[-300:]}"
+
+    def cancel(self) -> None:
+        """Deleting a job stops its tasks (each task's process group is its own)."""
+        self.cancelled.set()
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     def status(self) -> tuple[str, dict[str, int], list[str]]:
         counts: dict[str, int] = {}
@@ -312,7 +327,7 @@ class BatchServiceClient:
 
         record("BatchServiceClient.delete_job", request, name=name)
         if str(name) in running:
-            running.pop(str(name)).cancelled.set()
+            running.pop(str(name)).cancel()
         if self.jobs.pop(str(name), None) is None:
             raise exceptions.NotFound(f"job {name}")
         return None

@@ -112,3 +112,15 @@ def test_every_batch_call_binds_to_the_real_signature(client):
         seen.add(call)
     assert seen == {"BatchServiceClient", "BatchServiceClient.create_job", "BatchServiceClient.get_job",
                     "BatchServiceClient.delete_job"}
+
+
+def test_without_a_runner_image_the_task_script_runs_on_the_batch_vm(client):
+    from agentcompass.providers.gcp_batch import BatchJobs, task_script
+
+    BatchJobs(client, "proj", "us-central1").submit("ac-r1-eval", job(runner_image=None, script=task_script()))
+    [(_, (request,), _)] = [c for c in fake_gcp.calls if c[0] == "BatchServiceClient.create_job"]
+    [runnable] = request.job.task_groups[0].task_spec.runnables
+    assert runnable.script.text.startswith("#!/bin/bash") and "BATCH_TASK_INDEX" in runnable.script.text
+    assert not runnable.container.image_uri
+    policy = request.job.allocation_policy.instances[0].policy
+    assert (policy.boot_disk.image, policy.provisioning_model.name) == ("batch-debian", "STANDARD")

@@ -141,3 +141,52 @@ def test_eval_on_gcp_without_a_bucket_is_one_line_and_writes_nothing(gcp_cli, ca
     assert done.stderr.strip().count("\n") == 0 and "environments.gcp.batch.bucket" in done.stderr, done.stderr
     assert not (tmp_path / "res").exists()
     assert not any(c["call"].startswith("BatchServiceClient") for c in sdk)
+
+
+@pytest.mark.docker
+def test_validate_on_gcp_grades_the_oracle_on_batch(gcp_cli, gcs, calc_repo, calc_image, tmp_path):  # noqa: F811
+    rows = calc_rows(tmp_path / "rows.jsonl", calc_repo, calc_image, "python3")
+    done, sdk = gcp_cli("validate", "swebench_lite", "--env", "gcp", "--results-dir", str(tmp_path / "res"),
+                        "--run-name", "v", "--env-params", json.dumps({"batch": {"bucket": BUCKET}}),
+                        "--benchmark-params", json.dumps({"path": str(rows), "sample_ids": [IDS["gold"]]}))
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert f"{IDS['gold']}  passed" in done.stdout and "ok" in done.stdout
+    # The oracle's gold patch ran on one Batch task; nop's empty patch needs none. No VM was made.
+    [create] = [c for c in sdk if c["call"] == "BatchServiceClient.create_job"]
+    assert int(create["args"][0]["job"]["task_groups"][0]["task_count"]) == 1
+    assert not any(c["call"].startswith("InstancesClient") for c in sdk)
+    assert blobs(gcs) == []
+
+
+@pytest.mark.docker
+def test_ctrl_c_deletes_the_job_and_its_blobs(gcp_cli, gcs, calc_repo, calc_image, tmp_path):  # noqa: F811
+    import signal
+    import sys
+    import time
+
+    rows = calc_rows(tmp_path / "rows.jsonl", calc_repo, calc_image, "python3")
+    (tmp_path / "preds.json").write_text(json.dumps(predictions_of(calc_repo, ["gold", "breaks_p2p"])))
+    log = tmp_path / "calls.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "shim"), str(TESTS), os.environ.get("PYTHONPATH", "")]),
+           fake_gcp.LOG_ENV: str(log), fake_gcp.RUN_TASKS_ENV: "1", fake_gcp.TASK_DELAY_ENV: "300",
+           "STORAGE_EMULATOR_HOST": gcs}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentcompass", "eval", "swebench_lite", "--predictions", str(tmp_path / "preds.json"),
+         "--env", "gcp", "--results-dir", str(tmp_path / "res"), "--run-name", "cut",
+         "--env-params", json.dumps({"batch": {"bucket": BUCKET}}),
+         "--benchmark-params", json.dumps({"path": str(rows), "sample_ids": [IDS["gold"], IDS["breaks_p2p"]]})],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (log.exists() and "create_job" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert blobs(gcs), "the inputs are uploaded before the job is created"
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert time.monotonic() - started < 15
+    calls = [json.loads(line)["call"] for line in log.read_text().splitlines()]
+    assert "BatchServiceClient.delete_job" in calls
+    assert blobs(gcs) == []
+    assert not (tmp_path / "res" / "cut" / "swebench_lite__predictions__my-model__gcp" / "trials.jsonl").exists() or \
+        trials(tmp_path / "res" / "cut" / "swebench_lite__predictions__my-model__gcp") == {}
