@@ -28,6 +28,8 @@ DENIED_INSERT_ENV = "FAKE_GCP_DENIED_INSERT"  # when set: only inserts are refus
 FLAKY_ENV = "FAKE_GCP_FLAKY"  # when set: the first insert operation fails with a transient error
 BOOT_DELAY_ENV = "FAKE_GCP_BOOT_DELAY"  # seconds each VM takes to boot (default 0)
 NO_ADC_ENV = "FAKE_GCP_NO_ADC"  # when set: google.auth.default finds no credentials
+DISABLED_APIS_ENV = "FAKE_GCP_DISABLED_APIS"  # comma-separated (compute, batch): calls answer SERVICE_DISABLED
+FIREWALL_ENV = "FAKE_GCP_FIREWALL"  # when set: the project has a rule letting tcp:22 reach agentcompass-ssh VMs
 ADC_PROJECT = "adc-project"
 STATE_DIR = "/var/lib/agentcompass"
 
@@ -167,6 +169,49 @@ class InstancesClient:
                      for z in zones])
 
 
+def refuse_if_disabled(api: str) -> None:
+    from google.api_core import exceptions
+
+    if api in os.environ.get(DISABLED_APIS_ENV, "").split(","):
+        raise exceptions.Forbidden(f"{api}.googleapis.com has not been used in project {ADC_PROJECT} before or it is "
+                                   "disabled. Enable it by visiting the console. [reason: SERVICE_DISABLED]")
+
+
+class ZonesClient:
+    def __init__(self, *, credentials: Any = None, transport: Any = None, client_options: Any = None,
+                 client_info: Any = None) -> None:
+        record("ZonesClient", credentials=type(credentials).__name__)
+
+    def get(self, request: Any = None, *, project: str | None = None, zone: str | None = None, retry: Any = None,
+            timeout: Any = None, metadata: Any = ()) -> Any:
+        from google.cloud import compute_v1
+
+        record("ZonesClient.get", request, project=project, zone=zone)
+        refuse_if_disabled("compute")
+        return compute_v1.Zone(name=zone, status="UP")
+
+
+class FirewallsClient:
+    def __init__(self, *, credentials: Any = None, transport: Any = None, client_options: Any = None,
+                 client_info: Any = None) -> None:
+        record("FirewallsClient", credentials=type(credentials).__name__)
+
+    def list(self, request: Any = None, *, project: str | None = None, retry: Any = None, timeout: Any = None,
+             metadata: Any = ()) -> Iterator[Any]:
+        from google.cloud import compute_v1
+
+        record("FirewallsClient.list", request, project=project)
+        refuse_if_disabled("compute")
+        network = f"https://www.googleapis.com/compute/v1/projects/{project}/global/networks/default"
+        rules = [compute_v1.Firewall(name="default-allow-icmp", network=network, direction="INGRESS",
+                                     allowed=[compute_v1.Allowed(I_p_protocol="icmp")])]
+        if os.environ.get(FIREWALL_ENV):
+            rules.append(compute_v1.Firewall(name="agentcompass-ssh", network=network, direction="INGRESS",
+                                             allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=["22"])],
+                                             target_tags=["agentcompass-ssh"]))
+        return iter(rules)
+
+
 def default(scopes: Any = None, request: Any = None, quota_project_id: Any = None, default_scopes: Any = None) -> Any:
     from google.auth import exceptions
     from google.auth.credentials import AnonymousCredentials
@@ -188,6 +233,9 @@ def install_into(patcher: Any) -> None:
     REAL.setdefault("InstancesClient", compute_v1.InstancesClient)
     REAL.setdefault("google.auth.default", google.auth.default)
     patcher.setattr(compute_v1, "InstancesClient", InstancesClient)
+    for name, fake in (("ZonesClient", ZonesClient), ("FirewallsClient", FirewallsClient)):
+        REAL.setdefault(name, getattr(compute_v1, name))
+        patcher.setattr(compute_v1, name, fake)
     try:
         from google.cloud import batch_v1
     except ImportError:
@@ -297,6 +345,12 @@ class BatchServiceClient:
         if os.environ.get(RUN_TASKS_ENV):
             running[created.name] = RunningJob(request.job)
         return created
+
+    def list_jobs(self, request: Any = None, *, parent: str | None = None, retry: Any = None, timeout: Any = None,
+                  metadata: Any = ()) -> Iterator[Any]:
+        record("BatchServiceClient.list_jobs", request, parent=parent)
+        refuse_if_disabled("batch")
+        return iter(list(self.jobs.values()))
 
     def get_job(self, request: Any = None, *, name: str | None = None, retry: Any = None, timeout: Any = None,
                 metadata: Any = ()) -> Any:

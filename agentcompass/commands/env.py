@@ -62,7 +62,7 @@ def env_settings(env: str, roots: list[Path], config_files: list[Path]) -> tuple
         block = OmegaConf.select(load_overlay(path), f"environments.{env}")
         if isinstance(block, DictConfig):
             merged = OmegaConf.merge(merged, {"env": block})
-            if "token_id" in block or "token_secret" in block:
+            if any(key in block for key in ("token_id", "token_secret", "credentials_file", "project_id")):
                 source = f"environments.{env} in --config {path}"
     data = resolved_section(merged, "env")
     cls = resolve("provider", data.get("impl") or data.get("name") or env)

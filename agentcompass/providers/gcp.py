@@ -103,6 +103,13 @@ class GcpProvider:
         self._key: EphemeralKey | None = None
         self.aborting = threading.Event()  # set on Ctrl-C: VMs still booting give up and are deleted
 
+    @classmethod
+    def readiness(cls, settings: dict[str, Any], live: bool, config_source: str = "") -> Any:
+        """`env check gcp`: sources in use, then (live) credentials, APIs, the SSH firewall rule, the bucket."""
+        from agentcompass.providers.gcp_setup import gcp_readiness
+
+        return gcp_readiness(cls.Settings(**settings), live, config_source)
+
     def interrupt(self) -> None:
         """The run is ending (Ctrl-C, SIGTERM; the scheduler calls this): stop waiting for VMs to come up."""
         self.aborting.set()

@@ -1,0 +1,111 @@
+"""`agentcompass env check gcp` (and `config gcp`): sources named, never values; APIs, firewall, bucket.
+
+The google-cloud clients are the recording fakes of tests/fake_gcp.py in the CLI subprocess (every call
+bound to the real client's signature below); GCS is an emulator on 127.0.0.1. Without credentials the
+real google-auth looks for them and finds none.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import fake_gcp
+from gcs_emulator import emulated_gcs
+
+pytest.importorskip("google.cloud.batch_v1", reason="pip install agentcompass[gcp]")
+TESTS = Path(__file__).resolve().parent
+SECRET = "-----BEGIN PRIVATE KEY-----\nnot-a-real-key-5a105e8b\n-----END PRIVATE KEY-----\n"
+
+
+def no_credentials_env(tmp_path: Path) -> dict[str, str]:
+    """A user with no gcloud ADC file, no key variable, and no metadata server (it refuses at once)."""
+    return {"HOME": str(tmp_path / "home"), "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"),
+            "GOOGLE_APPLICATION_CREDENTIALS": "", "GOOGLE_CLOUD_PROJECT": "",
+            "GCE_METADATA_HOST": "127.0.0.1:9", "GCE_METADATA_IP": "127.0.0.1:9"}
+
+
+@pytest.fixture
+def fake_cli(cli, tmp_path):
+    """The CLI with the fake Google clients and ADC, GCS emulated; returns (result, SDK calls)."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text("import fake_gcp\nfake_gcp.install()\n")
+    log = tmp_path / "sdk-calls.jsonl"
+    key = tmp_path / "key.json"
+    key.write_text(json.dumps({"type": "service_account", "private_key": SECRET}))
+    with emulated_gcs() as host:
+        env = {"PYTHONPATH": os.pathsep.join([str(shim), str(TESTS), os.environ.get("PYTHONPATH", "")]),
+               fake_gcp.LOG_ENV: str(log), "STORAGE_EMULATOR_HOST": host, "GOOGLE_APPLICATION_CREDENTIALS": str(key),
+               "GOOGLE_CLOUD_PROJECT": ""}
+
+        def run(*args: str, env_more: dict[str, str] | None = None, stdin: str | None = None):
+            log.unlink(missing_ok=True)
+            result = cli(*args, env={**env, **(env_more or {})}, stdin=stdin) if stdin is not None else \
+                cli(*args, env={**env, **(env_more or {})})
+            return result, [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+        run.host = host
+        yield run
+
+
+def bind_all(sdk: list[dict]) -> set[str]:
+    """Bind every recorded call to the real client's signature (TypeError if wrong); returns the calls seen."""
+    from google.cloud import batch_v1, compute_v1
+
+    real = {"ZonesClient": compute_v1.ZonesClient, "FirewallsClient": compute_v1.FirewallsClient,
+            "InstancesClient": compute_v1.InstancesClient, "BatchServiceClient": batch_v1.BatchServiceClient}
+    seen = set()
+    for call in sdk:
+        owner, _, method = call["call"].partition(".")
+        if owner not in real:
+            continue
+        target = getattr(real[owner], method) if method else real[owner].__init__
+        inspect.signature(target).bind(None, *call["args"], **call["kwargs"])
+        seen.add(call["call"])
+    return seen
+
+
+def test_env_check_gcp_without_credentials_exits_1_with_guidance(cli, tmp_path):
+    run = cli("env", "check", "gcp", env=no_credentials_env(tmp_path))
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "env gcp: not ready" in run.stdout and "no GCP credentials found" in run.stdout
+    assert "gcloud auth application-default login" in run.stdout and "GOOGLE_APPLICATION_CREDENTIALS" in run.stdout
+    assert "Traceback" not in run.stderr
+
+
+def test_list_envs_says_gcp_is_not_ready_without_credentials(cli, tmp_path):
+    listed = cli("list", "envs", env=no_credentials_env(tmp_path))
+    line = next(line for line in listed.stdout.splitlines() if line.strip().startswith("gcp"))
+    assert "not ready: credentials: none found" in line
+
+
+def test_env_check_gcp_ready_names_sources_never_values(fake_cli):
+    run, sdk = fake_cli("env", "check", "gcp", env_more={fake_gcp.FIREWALL_ENV: "1"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout
+    assert "env gcp: ready" in out
+    assert "credentials: GOOGLE_APPLICATION_CREDENTIALS" in out and "key.json" not in out and "PRIVATE KEY" not in out
+    assert f"project {fake_gcp.ADC_PROJECT} from the credentials' own project" in out
+    assert "APIs answer: compute, batch, storage" in out and "firewall rule agentcompass-ssh" in out
+    assert "eval bucket: none set" in out
+    assert bind_all(sdk) >= {"ZonesClient.get", "FirewallsClient.list", "BatchServiceClient.list_jobs"}
+
+
+def test_env_check_gcp_names_a_disabled_api_and_a_missing_firewall_rule(fake_cli, tmp_path):
+    config = tmp_path / "private.yaml"
+    config.write_text("environments:\n  gcp:\n    project_id: my-proj\n    zone: europe-west4-b\n")
+    run, sdk = fake_cli("env", "check", "gcp", "--config", str(config), env_more={fake_gcp.DISABLED_APIS_ENV: "batch"})
+    assert run.returncode == 1, run.stdout + run.stderr
+    out = run.stdout
+    assert f"project my-proj from environments.gcp.project_id (environments.gcp in --config {config})" in out
+    assert "the batch API does not answer for project my-proj" in out and "SERVICE_DISABLED" in out
+    assert "gcloud services enable batch.googleapis.com --project my-proj" in out
+    assert "gcloud compute firewall-rules create agentcompass-ssh --project my-proj --network default" in out
+    [jobs] = [c for c in sdk if c["call"] == "BatchServiceClient.list_jobs"]
+    assert jobs["args"][0]["parent"] == "projects/my-proj/locations/europe-west4"
+    bind_all(sdk)
