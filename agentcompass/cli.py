@@ -125,10 +125,13 @@ def build_parser() -> Parser:
     lst = sub.add_parser("list", help="list benchmarks, harnesses, models and envs")
     lst.add_argument("group", nargs="?", choices=["benchmarks", "harnesses", "models", "envs"])
     lst.add_argument("--config-dir", action="append", default=[], type=Path, metavar="DIR")
-    cfg = sub.add_parser("config", help="inspect the composed config")
-    cfg_sub = cfg.add_subparsers(dest="config_command", metavar="show", parser_class=Parser, required=True)
+    cfg = sub.add_parser("config", help="inspect the composed config; set up an env (gcp)")
+    cfg_sub = cfg.add_subparsers(dest="config_command", metavar="show|gcp", parser_class=Parser, required=True)
     show = cfg_sub.add_parser("show", help="print the composed config as YAML, secrets redacted")
     add_selection_args(show)
+    from agentcompass.commands import config_gcp
+
+    config_gcp.register(cfg_sub)
     for module in extra_commands().values():
         module.register(sub)
     return parser
@@ -241,6 +244,14 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     return launch(invocation, multirun=args.multirun, argv=argv)
 
 
+def cmd_config(args: argparse.Namespace, argv: list[str]) -> int:
+    if getattr(args, "config_command", "show") == "gcp":
+        from agentcompass.commands import config_gcp
+
+        return config_gcp.handle(args, argv)
+    return cmd_config_show(args, argv)
+
+
 def cmd_config_show(args: argparse.Namespace, argv: list[str]) -> int:
     names, extra = selection(args, "config show")
     args.run_name = args.run_name if getattr(args, "run_name", None) else "<timestamp>"
@@ -299,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         # Intermixed parsing: flags, names and KEY=VALUE overrides in any order.
         args = sub.parse_intermixed_args(argv[1:])
         args.command = command
-        handlers = {"run": cmd_run, "list": cmd_list, "config": cmd_config_show,
+        handlers = {"run": cmd_run, "list": cmd_list, "config": cmd_config,
                     **{name: module.handle for name, module in extra_commands().items()}}
         return handlers[command](args, argv)
     except UserError as exc:

@@ -25,12 +25,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """`agentcompass ARGS` in a subprocess, exactly as a user types it."""
+            timeout: float = 300, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`agentcompass ARGS` in a subprocess, exactly as a user types it (`stdin`: what they type at prompts)."""
     full_env = {**os.environ, **(env or {})}
     full_env.pop("AGENTCOMPASS_DEBUG", None)
     return subprocess.run([sys.executable, "-m", "agentcompass", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, input=stdin)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 import fake_gcp
 from gcs_emulator import emulated_gcs
@@ -30,7 +31,7 @@ def no_credentials_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def fake_cli(cli, tmp_path):
+def fake_cli(cli, tmp_path, monkeypatch):
     """The CLI with the fake Google clients and ADC, GCS emulated; returns (result, SDK calls)."""
     shim = tmp_path / "shim"
     shim.mkdir()
@@ -39,14 +40,14 @@ def fake_cli(cli, tmp_path):
     key = tmp_path / "key.json"
     key.write_text(json.dumps({"type": "service_account", "private_key": SECRET}))
     with emulated_gcs() as host:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)  # this process reads the bucket too
         env = {"PYTHONPATH": os.pathsep.join([str(shim), str(TESTS), os.environ.get("PYTHONPATH", "")]),
                fake_gcp.LOG_ENV: str(log), "STORAGE_EMULATOR_HOST": host, "GOOGLE_APPLICATION_CREDENTIALS": str(key),
                "GOOGLE_CLOUD_PROJECT": ""}
 
         def run(*args: str, env_more: dict[str, str] | None = None, stdin: str | None = None):
             log.unlink(missing_ok=True)
-            result = cli(*args, env={**env, **(env_more or {})}, stdin=stdin) if stdin is not None else \
-                cli(*args, env={**env, **(env_more or {})})
+            result = cli(*args, env={**env, **(env_more or {})}, stdin=stdin)
             return result, [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
         run.host = host
@@ -109,3 +110,68 @@ def test_env_check_gcp_names_a_disabled_api_and_a_missing_firewall_rule(fake_cli
     [jobs] = [c for c in sdk if c["call"] == "BatchServiceClient.list_jobs"]
     assert jobs["args"][0]["parent"] == "projects/my-proj/locations/europe-west4"
     bind_all(sdk)
+
+
+# -- agentcompass config gcp --------------------------------------------------------------------------
+def bucket_rules(host: str, name: str) -> list[dict] | None:
+    from google.api_core import exceptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    try:
+        return list(storage.Client(project="p", credentials=AnonymousCredentials()).get_bucket(name).lifecycle_rules)
+    except exceptions.NotFound:
+        return None
+
+
+def test_config_gcp_interactive_asks_creates_the_bucket_and_writes_a_private_file(fake_cli, tmp_path):
+    output = tmp_path / "private" / "gcp.yaml"
+    # project (default: the credentials'), zone, region (default: the zone's), bucket, create it? (default yes)
+    answers = "\neurope-west4-b\n\nac-wizard-bucket\n\n"
+    run, sdk = fake_cli("config", "gcp", "--output", str(output), stdin=answers, env_more={fake_gcp.FIREWALL_ENV: "1"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"GCP project [{fake_gcp.ADC_PROJECT}]" in run.stderr and "zone for VMs [us-central1-a]" in run.stderr
+    assert "region for Batch jobs and the bucket [europe-west4]" in run.stderr
+    assert "✓ compute API" in run.stdout and "✓ batch API" in run.stdout and "✓ SSH firewall rule: agentcompass-ssh" in run.stdout
+    assert f"--config {output}" in run.stdout
+    written = yaml.safe_load(output.read_text())
+    assert written == {"environments": {"gcp": {"project_id": fake_gcp.ADC_PROJECT, "zone": "europe-west4-b",
+                                                "region": "europe-west4", "batch": {"bucket": "ac-wizard-bucket"}}}}
+    assert output.stat().st_mode & 0o777 == 0o600
+    assert bucket_rules(fake_cli.host, "ac-wizard-bucket") == [
+        {"action": {"type": "Delete"}, "condition": {"age": 7, "matchesPrefix": ["agentcompass/"]}}]
+    bind_all(sdk)
+    # The file is a working --config: env check reads the project and bucket from it.
+    check, _ = fake_cli("env", "check", "gcp", "--config", str(output), env_more={fake_gcp.FIREWALL_ENV: "1"})
+    assert check.returncode == 0, check.stdout
+    assert "eval bucket: ac-wizard-bucket" in check.stdout and "from environments.gcp.project_id" in check.stdout
+
+
+def test_config_gcp_with_flags_asks_nothing_and_lists_what_is_left(fake_cli, tmp_path):
+    output = tmp_path / "gcp.yaml"
+    run, _ = fake_cli("config", "gcp", "--project", "my-proj", "--zone", "asia-east1-a", "--bucket", "ac-flags",
+                      "--no-create-bucket", "--yes", "--output", str(output), stdin="",
+                      env_more={fake_gcp.DISABLED_APIS_ENV: "batch"})
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert run.stderr == ""  # no prompt
+    assert "gcloud services enable batch.googleapis.com --project my-proj" in run.stdout
+    assert "gcloud compute firewall-rules create agentcompass-ssh --project my-proj" in run.stdout
+    assert "gcloud storage buckets create gs://ac-flags --project my-proj --location asia-east1" in run.stdout
+    assert yaml.safe_load(output.read_text())["environments"]["gcp"]["region"] == "asia-east1"
+    assert bucket_rules(fake_cli.host, "ac-flags") is None
+    again, _ = fake_cli("config", "gcp", "--yes", "--output", str(output), stdin="")
+    assert again.returncode == 2 and "exists; pass --force" in again.stderr
+
+
+def test_config_gcp_without_credentials_writes_nothing(cli, tmp_path):
+    output = tmp_path / "gcp.yaml"
+    run = cli("config", "gcp", "--yes", "--output", str(output), env=no_credentials_env(tmp_path))
+    assert run.returncode == 1 and "gcloud auth application-default login" in run.stdout, run.stdout + run.stderr
+    assert not output.exists()
+
+
+def test_config_gcp_never_writes_a_shipped_file(cli, tmp_path):
+    shipped = Path(__file__).resolve().parent.parent / "providers" / "gcp-private.yaml"
+    run = cli("config", "gcp", "--yes", "--output", str(shipped), env=no_credentials_env(tmp_path))
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "shipped config" in run.stderr, run.stderr
+    assert not shipped.exists()

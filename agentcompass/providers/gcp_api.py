@@ -25,18 +25,22 @@ class GcpRefused(FatalInfraError):
     """GCP refused for want of a role or a quota: no trial can get past it, so the run stops."""
 
 
-def gcp_credentials(project_id: str | None = None, credentials_file: str | None = None) -> tuple[Any, str]:
-    """(credentials, project): a key file from the config or ADC; project config > GOOGLE_CLOUD_PROJECT > ADC's."""
+def found_credentials(credentials_file: str | None = None) -> tuple[Any, str | None]:
+    """(credentials, their project or None): a key file, else Application Default Credentials."""
     import google.auth
     from google.auth import exceptions as auth_exceptions
 
     try:
         if credentials_file:
-            credentials, found = google.auth.load_credentials_from_file(credentials_file, scopes=SCOPES)
-        else:
-            credentials, found = google.auth.default(scopes=SCOPES)
+            return google.auth.load_credentials_from_file(credentials_file, scopes=SCOPES)
+        return google.auth.default(scopes=SCOPES)
     except auth_exceptions.DefaultCredentialsError as exc:
         raise UserError(f"{CREDENTIALS_HINT} ({one_line(exc)[:150]})") from exc
+
+
+def gcp_credentials(project_id: str | None = None, credentials_file: str | None = None) -> tuple[Any, str]:
+    """(credentials, project): a key file from the config or ADC; project config > GOOGLE_CLOUD_PROJECT > ADC's."""
+    credentials, found = found_credentials(credentials_file)
     project = project_id or os.environ.get("GOOGLE_CLOUD_PROJECT") or found
     if not project:
         raise UserError("no GCP project: set environments.gcp.project_id in a private --config file, "
