@@ -263,6 +263,7 @@ def destroy_all() -> None:
 batch_states: list[tuple[str, dict[str, int]]] = []  # what successive get_job calls report (the last repeats)
 RUN_TASKS_ENV = "FAKE_GCP_BATCH_RUN"  # when set: create_job runs each task's script here for real
 TASK_DELAY_ENV = "FAKE_GCP_TASK_DELAY"  # seconds each task waits before its script (a VM coming up)
+TASK_FAIL_ENV = "FAKE_GCP_TASK_FAIL"  # when set: every task's VM dies before its script runs (exit 1)
 
 
 class RunningJob:
@@ -290,7 +291,8 @@ class RunningJob:
                 if self.cancelled.is_set():
                     return
                 self.states[index] = "RUNNING"
-                script = f"sleep {os.environ.get(TASK_DELAY_ENV, '0')}\n{self.script}"
+                dies = "echo 'the VM was preempted' >&2; exit 1\n" if os.environ.get(TASK_FAIL_ENV) else ""
+                script = f"sleep {os.environ.get(TASK_DELAY_ENV, '0')}\n{dies}{self.script}"
                 proc = subprocess.Popen(["bash", "-c", script], env={**os.environ, **self.env, "BATCH_TASK_INDEX": str(index)},
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
                 self.procs.append(proc)

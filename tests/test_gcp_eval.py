@@ -190,3 +190,25 @@ def test_ctrl_c_deletes_the_job_and_its_blobs(gcp_cli, gcs, calc_repo, calc_imag
     assert blobs(gcs) == []
     assert not (tmp_path / "res" / "cut" / "swebench_lite__predictions__my-model__gcp" / "trials.jsonl").exists() or \
         trials(tmp_path / "res" / "cut" / "swebench_lite__predictions__my-model__gcp") == {}
+
+
+@pytest.mark.docker
+def test_a_rerun_with_retry_errors_regrades_what_batch_gave_up_on(gcp_cli, calc_repo, calc_image, tmp_path):  # noqa: F811
+    rows = calc_rows(tmp_path / "rows.jsonl", calc_repo, calc_image, "python3")
+    (tmp_path / "preds.json").write_text(json.dumps(predictions_of(calc_repo, ["gold", "empty"])))
+    args = ["eval", "swebench_lite", "--predictions", str(tmp_path / "preds.json"), "--env", "gcp",
+            "--results-dir", str(tmp_path / "res"), "--run-name", "again",
+            "--env-params", json.dumps({"batch": {"bucket": BUCKET, "max_retry_count": 0}}),
+            "--benchmark-params", json.dumps({"path": str(rows), "sample_ids": [IDS["gold"], IDS["empty"]]})]
+    first, _ = gcp_cli(*args, extra_env={fake_gcp.TASK_FAIL_ENV: "1"})
+    assert first.returncode == 0, first.stderr
+    run_dir = tmp_path / "res" / "again" / "swebench_lite__predictions__my-model__gcp"
+    graded = trials(run_dir)
+    assert (graded[IDS["gold"]]["status"], graded[IDS["gold"]]["error_category"]) == ("error", "infra")
+    assert "the VM was preempted" in graded[IDS["gold"]]["message"]
+    assert graded[IDS["empty"]]["status"] == "failed"  # graded here: no Batch task
+    second, sdk = gcp_cli(*args, "--retry-errors")
+    assert second.returncode == 0, second.stderr
+    assert trials(run_dir)[IDS["gold"]]["status"] == "passed"
+    [create] = [c for c in sdk if c["call"] == "BatchServiceClient.create_job"]
+    assert int(create["args"][0]["job"]["task_groups"][0]["task_count"]) == 1  # only the error is regraded

@@ -175,3 +175,26 @@ def test_config_gcp_never_writes_a_shipped_file(cli, tmp_path):
     run = cli("config", "gcp", "--yes", "--output", str(shipped), env=no_credentials_env(tmp_path))
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "shipped config" in run.stderr, run.stderr
     assert not shipped.exists()
+
+
+# -- live GCP (opt in with --run-gcp; AGENTCOMPASS_GCP_CONFIG names the file `config gcp` wrote) --------
+def live_config(request) -> list[str]:
+    if not request.config.getoption("--run-gcp"):
+        pytest.skip("live GCP test: opt in with --run-gcp (needs ADC, a project with the compute, batch and storage "
+                    "APIs, and AGENTCOMPASS_GCP_CONFIG naming the file `agentcompass config gcp` wrote)")
+    path = os.environ.get("AGENTCOMPASS_GCP_CONFIG")
+    return ["--config", path] if path else []
+
+
+@pytest.mark.gcp
+def test_live_env_check_gcp_is_ready(request, cli):
+    run = cli("env", "check", "gcp", *live_config(request))
+    assert run.returncode == 0, run.stdout
+
+
+@pytest.mark.gcp
+def test_live_validate_swebench_on_gcp_batch(request, cli, tmp_path):
+    run = cli("validate", "swebench_verified", "--env", "gcp", *live_config(request), "--results-dir", str(tmp_path),
+              "--benchmark-params", json.dumps({"sample_ids": ["astropy__astropy-12907"]}), timeout=3600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "astropy__astropy-12907" in run.stdout and "ok" in run.stdout
