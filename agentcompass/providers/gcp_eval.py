@@ -208,13 +208,23 @@ class BatchEvaluation:
             self.finish(name)
 
     def collect(self) -> None:
-        """Grade every task that finished since the last look."""
-        for index in sorted(self.bucket.finished_tasks() - self.graded):
+        """Grade every task that finished since the last look. A read that fails (GCS hiccup) is tried again at
+        the next look; after the job, a task still without a result is an infra error."""
+        try:
+            finished = self.bucket.finished_tasks()
+        except Exception as exc:
+            log.warning("cannot list the Batch tasks' outputs; trying again", error=str(exc))
+            return
+        for index in sorted(finished - self.graded):
             if index >= len(self.items):
                 continue
-            self.graded.add(index)
             with tempfile.TemporaryDirectory(prefix="agentcompass-batch-") as tmp:
-                self.bucket.download_outputs(Path(tmp), under=f"tasks/{index}/")
+                try:
+                    self.bucket.download_outputs(Path(tmp), under=f"tasks/{index}/")
+                except Exception as exc:
+                    log.warning("cannot fetch a Batch task's outputs; trying again", task=index, error=str(exc))
+                    continue
+                self.graded.add(index)
                 self.record(self.items[index], Path(tmp) / "tasks" / str(index))
 
     def record(self, item: Item, outputs: Path | None) -> None:
