@@ -41,9 +41,11 @@ class AgentShell:
 
     persistent_shell = True  # harnesses hand it the command as typed (mini_swe_agent: no `exec 2>&1`, no cwd)
 
-    def __init__(self, sandbox: "Sandbox", session: TmuxSession) -> None:
+    def __init__(self, sandbox: "Sandbox", session: TmuxSession, tmux: str = "tmux") -> None:
         self.sandbox = sandbox
         self.session = session
+        # What the shell runs to say a command is done, whatever the agent did to its PATH or $TMUX.
+        self.signal = f"{TMUX_TMPDIR} {tmux} wait -S"
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -51,8 +53,9 @@ class AgentShell:
     def open(cls, sandbox: "Sandbox", name: str = "agent") -> "AgentShell":
         session = TmuxSession(sandbox, name)  # the container's configured user, as officially
         session.start()
-        sandbox.exec(f"mkdir -p {SHELL_DIR}", timeout=60)  # the session's user writes the outputs there
-        return cls(sandbox, session)
+        # The session's user writes the outputs there.
+        found = sandbox.exec(f"mkdir -p {SHELL_DIR} && command -v tmux", timeout=60).stdout.strip()
+        return cls(sandbox, session, found if found.startswith("/") else "tmux")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sandbox, name)
@@ -77,7 +80,7 @@ class AgentShell:
             script.write_text(prelude + cmd + "\n", encoding="utf-8")
             self.sandbox.upload(script, f"{base}.sh")
         # A leading space keeps it out of the shell's history (HISTCONTROL=ignorespace, Debian's default).
-        line = f" source {base}.sh > {base}.out 2>&1 < /dev/null; echo $? > {base}.rc; tmux wait -S {channel}"
+        line = f" source {base}.sh > {base}.out 2>&1 < /dev/null; echo $? > {base}.rc; {self.signal} {channel}"
         target = shlex.quote(self.session.name)
         limit = f"timeout {timeout}s " if timeout else ""
         waited = self.sandbox.exec(
@@ -104,7 +107,7 @@ class AgentShell:
         self.sandbox.exec(f"{TMUX} send-keys -t {target} C-c; sleep {INTERRUPT_GRACE_S}; "
                           f"{TMUX} run-shell -t {target} {shlex.quote(KILL_FOREGROUND)}", timeout=60)
         ready = self.sandbox.exec(
-            f"{TMUX} send-keys -t {target} -l ' tmux wait -S {channel}' && {TMUX} send-keys -t {target} Enter "
+            f"{TMUX} send-keys -t {target} -l {shlex.quote(f' {self.signal} {channel}')} && {TMUX} send-keys -t {target} Enter "
             f"&& {TMUX_TMPDIR} timeout {READY_TIMEOUT_S}s tmux wait-for {channel}", timeout=READY_TIMEOUT_S + WAIT_MARGIN_S)
         if ready.ok:
             return "\n[the command timed out and was killed]\n"
