@@ -16,6 +16,7 @@ import shlex
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 SHELL_DIR = "/tmp/agentcompass-shell"  # each command's script, output and exit status
 INTERRUPT_GRACE_S = 1.0  # after C-c, before the foreground job is killed
 READY_TIMEOUT_S = 10.0
+INLINE_MAX_BYTES = 64 * 1024  # a script sent inside the exec's text (one argument may hold 128 KiB); longer, uploaded
 TIMED_OUT = 124  # the exit status of a command past its timeout, as `timeout` and the providers give it
 # Run by the tmux server (in its own process namespace, as the shell is): SIGKILL to the terminal's
 # foreground process group, unless that is the shell itself.
@@ -73,32 +75,44 @@ class AgentShell:
     def _run(self, cmd: str, cwd: str | None, env: dict[str, str], timeout: float | None) -> tuple[int, str, bool]:
         number = next(self._numbers)
         base, channel = f"{SHELL_DIR}/{number}", f"agentcompass-{number}"
-        prelude = (f"cd {shlex.quote(cwd)} || return\n" if cwd else "") + "".join(
-            f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
-        with tempfile.TemporaryDirectory() as scratch:
-            script = Path(scratch) / "command.sh"
-            script.write_text(prelude + cmd + "\n", encoding="utf-8")
-            self.sandbox.upload(script, f"{base}.sh")
+        script = (f"cd {shlex.quote(cwd)} || return\n" if cwd else "") + "".join(
+            f"export {name}={shlex.quote(value)}\n" for name, value in env.items()) + cmd + "\n"
         # A leading space keeps it out of the shell's history (HISTCONTROL=ignorespace, Debian's default).
         line = f" source {base}.sh > {base}.out 2>&1 < /dev/null; echo $? > {base}.rc; {self.signal} {channel}"
         target = shlex.quote(self.session.name)
         limit = f"timeout {timeout}s " if timeout else ""
+        # One exec in the usual case: write the script, type the line, wait, print status and output.
         waited = self.sandbox.exec(
-            f"{TMUX} send-keys -t {target} -l {shlex.quote(line)} && {TMUX} send-keys -t {target} Enter "
-            f"&& {TMUX_TMPDIR} {limit}tmux wait-for {channel}; echo $?; cat {base}.rc 2>/dev/null",
+            f"{self._write(script, f'{base}.sh')}{TMUX} send-keys -t {target} -l {shlex.quote(line)} "
+            f"&& {TMUX} send-keys -t {target} Enter && {TMUX_TMPDIR} {limit}tmux wait-for {channel}; "
+            f'done=$?; echo "$done $(cat {base}.rc 2>/dev/null)"; [ $done = 0 ] && [ -s {base}.rc ] '
+            f"&& head -c {DEFAULT_OUTPUT_CAP + 1} {base}.out && rm -f {base}.sh {base}.out {base}.rc",
             timeout=timeout + WAIT_MARGIN_S if timeout else None)
-        status, _, rc = waited.stdout.strip().partition("\n")
+        header, _, output = waited.stdout.partition("\n")
+        status, _, rc = header.strip().partition(" ")
+        if status == "0" and rc.lstrip("-").isdigit():
+            return int(rc), output, False
         timed_out = status == str(TIMED_OUT) or waited.timed_out
         if timed_out:
             code, note = TIMED_OUT, self._interrupt(number)
-        elif rc.lstrip("-").isdigit():
-            code, note = int(rc), ""
         else:  # `exit` ended the shell (and its session): the next command gets a new one
             self.session.start()
             code, note = 1, "\n[the shell exited; a new login shell was started]\n"
         output = self.sandbox.exec(f"head -c {DEFAULT_OUTPUT_CAP + 1} {base}.out; rm -f {base}.sh {base}.out {base}.rc",
                                    timeout=120).stdout
         return code, output + note, timed_out
+
+    def _write(self, script: str, path: str) -> str:
+        """Shell text that writes the script at `path`: a here-document, or nothing once it is uploaded (too
+        long for one exec's argument)."""
+        if len(script.encode()) <= INLINE_MAX_BYTES:
+            end = f"AGENTCOMPASS_{uuid.uuid4().hex}"
+            return f"cat > {path} <<'{end}'\n{script}{end}\n"
+        with tempfile.TemporaryDirectory() as scratch:
+            local = Path(scratch) / "command.sh"
+            local.write_text(script, encoding="utf-8")
+            self.sandbox.upload(local, path)
+        return ""
 
     def _interrupt(self, number: int) -> str:
         """C-c, then SIGKILL to the foreground job; the shell must answer again, else a new one replaces it."""
