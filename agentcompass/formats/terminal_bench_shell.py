@@ -2,7 +2,7 @@
 
 Officially agents work in a tmux login shell (160 columns, profile and .bashrc read, /etc/profile's
 PATH), so `cd`, `export` and an activated venv carry over from one command to the next. AgentShell
-is the sandbox a harness gets: its exec uploads the command as a script, types `source SCRIPT`
+is the sandbox a harness gets: its exec writes the command as a script, types `source SCRIPT`
 into that shell with the output going to a file (stdout and stderr as one stream, stdin from
 /dev/null: harnesses read output, they answer no prompts) and the exit status beside it, and waits
 on a tmux channel of its own. A command past its timeout gets C-c, then its foreground job is
