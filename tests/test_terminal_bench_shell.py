@@ -101,3 +101,23 @@ def test_agent_shell_is_checked_before_the_run(tmp_path: Path) -> None:
     assert done.returncode == 2 and "agent_shell" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
 
+
+
+def test_the_shell_survives_exit_and_takes_long_commands(tmp_path: Path) -> None:
+    """Straight on a local sandbox: `exit` gets a new login shell; a script too long for one exec's
+    argument is uploaded; a harness's env is exported in the shell and stays."""
+    from agentcompass.formats.terminal_bench_shell import INLINE_MAX_BYTES, AgentShell
+    from agentcompass.providers.local import LocalProvider
+    from agentcompass.sandbox import SandboxSpec
+
+    sandbox = LocalProvider(root=str(tmp_path)).open(SandboxSpec(name="shell", workdir="/app", runs_on_host=True))
+    try:
+        shell = AgentShell.open(sandbox)
+        assert shell.exec("cd /tmp && exit 3", timeout=30).exit_code != 0
+        assert shell.exec("pwd", timeout=30).stdout == "/app\n"  # a new login shell, in the working directory
+        payload = "y" * (2 * INLINE_MAX_BYTES)
+        long = shell.exec(f"cat > /app/big <<'END'\n{payload}\nEND\nwc -c < /app/big", env={"KEPT": "1"}, timeout=30)
+        assert (long.exit_code, long.stdout) == (0, f"{len(payload) + 1}\n")
+        assert shell.exec("echo $KEPT", timeout=30).stdout == "1\n"
+    finally:
+        sandbox.close()

@@ -95,9 +95,11 @@ class AgentShell:
         timed_out = status == str(TIMED_OUT) or waited.timed_out
         if timed_out:
             code, note = TIMED_OUT, self._interrupt(number)
-        else:  # `exit` ended the shell (and its session): the next command gets a new one
+        elif not self.session.exists():  # `exit` ended the shell (and its session): the next command gets a new one
             self.session.start()
             code, note = 1, "\n[the shell exited; a new login shell was started]\n"
+        else:
+            code, note = 1, f"\n[the command could not be typed into the shell: {header.strip()}]\n"
         output = self.sandbox.exec(f"head -c {DEFAULT_OUTPUT_CAP + 1} {base}.out; rm -f {base}.sh {base}.out {base}.rc",
                                    timeout=120).stdout
         return code, output + note, timed_out
