@@ -5,12 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System packages: bubblewrap (local isolation), debootstrap (the base image), docker.io (engine),
-# chromium (opens report.html headless), openssh-server (the gcp provider's SSH path runs against a local sshd).
+# chromium (opens report.html headless), openssh-server (the gcp provider's SSH path runs against a local sshd),
+# tmux (Terminal-Bench's shells on --env local).
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v chromium >/dev/null || missing+=(chromium)
 test -x /usr/sbin/sshd || missing+=(openssh-server)
+command -v tmux >/dev/null || missing+=(tmux)
 if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -5,22 +5,25 @@ run_tests_in_same_shell, ...), a Dockerfile and/or a docker-compose.yaml whose `
 the sandbox, solution.sh or solution.yaml (keystrokes), run-tests.sh and tests/. Grading copies
 tests/ and run-tests.sh to /tests, types `bash /tests/run-tests.sh` into a fresh root shell (the
 agent's, with run_tests_in_same_shell) and parses the whole output with the task's parser (see
-terminal_bench_parsers). Where the image has tmux, shells are tmux sessions as officially; where
-it has none, commands run through exec with the output in a file, its last 50,000 lines parsed.
+terminal_bench_parsers). Where the image (or, on the local provider, the host) has tmux, shells are
+tmux sessions as officially, an agent harness's commands included (terminal_bench_shell); where it
+has none, commands run through exec with the output in a file, its last 50,000 lines parsed.
 """
 
 from __future__ import annotations
 
 import re
+import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentcompass.errors import UserError, VerifierError
 from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
 from agentcompass.formats.sources import dataset_root
 from agentcompass.formats.terminal_bench_compose import CLIENT, COMPOSE_FILES, TEST_DIR, read_services, read_yaml
 from agentcompass.formats.terminal_bench_parsers import PARSERS, ParseError, parse_test_output, resolved
+from agentcompass.formats.terminal_bench_shell import AgentShell
 from agentcompass.formats.terminal_bench_tmux import Keystrokes, SessionTimeout, TmuxSession, has_tmux
 from agentcompass.sandbox import ComposeSpec
 from agentcompass.schema import Recipe
@@ -80,16 +83,21 @@ def instruction_of(meta: dict[str, Any]) -> str:
     return ""
 
 
-def uses_terminal(task: Task, sandbox: "Sandbox") -> bool:
-    """Shells are tmux sessions where the image has tmux (every official image does); never on the host."""
-    return not task.runs_on_host and has_tmux(sandbox)
+def uses_terminal(sandbox: "Sandbox") -> bool:
+    """Shells are tmux sessions where the sandbox has tmux (every official image does; the host may)."""
+    return has_tmux(sandbox)
+
+
+class TerminalBenchParams(SelectionParams):
+    # tmux: an agent harness's commands run in the trial's tmux login shell, as officially; bash: each in a fresh `bash -c`
+    agent_shell: Literal["tmux", "bash"] = "tmux"
 
 
 class TerminalBenchFormat:
     # An agent that crashed (a model error, a context overflow) is still graded, as officially.
     grades_after_agent_error = True
 
-    Params = SelectionParams
+    Params = TerminalBenchParams
 
     def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe
@@ -140,10 +148,25 @@ class TerminalBenchFormat:
 
     # -- trial phases --------------------------------------------------------------------
     def stage(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
-        """Nothing to do: the task's image holds its starting state."""
+        """The task's image holds its starting state. On the host, the folders the oracle and the tests are
+        copied to later exist from the start: a shell started before them would not see them (the local
+        provider's bubblewrap shows the workspace's folders as they are when a command starts)."""
+        if task.runs_on_host:
+            with tempfile.TemporaryDirectory() as empty:
+                for folder in (ORACLE_DIR, TEST_DIR):
+                    sandbox.upload(Path(empty), folder)
+
+    def run_agent(self, harness: Any, task: Task, sandbox: "Sandbox", model: Any, trial: "TrialContext") -> AgentOutcome:
+        """The harness works in the trial's tmux login shell (session `agent`), as officially, where there is tmux."""
+        if self.recipe.params.get("agent_shell", "tmux") == "tmux" and uses_terminal(sandbox):
+            sandbox = AgentShell.open(sandbox)
+        return harness.run(task, sandbox, model, trial, self)
 
     def solve(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> AgentOutcome:
-        """The oracle, as officially: solution.sh when there is one, else solution.yaml's keystrokes."""
+        """The oracle, as officially: solution.sh when there is one, else solution.yaml's keystrokes,
+        typed into the agent's shell."""
+        shell = sandbox if isinstance(sandbox, AgentShell) else None
+        sandbox = shell.sandbox if shell else sandbox
         task_dir = Path(task.data["dir"])
         script = task_dir / "solution.sh"
         keystrokes = None
@@ -154,10 +177,9 @@ class TerminalBenchFormat:
                 keystrokes = solution_keystrokes(task_dir / "solution.yaml")
             except ValueError as exc:
                 raise VerifierError(f"task '{task.id}': solution.yaml: {exc}") from exc
-        if not uses_terminal(task, sandbox):
+        if shell is None and not uses_terminal(sandbox):
             return self._solve_without_terminal(task, sandbox, trial, script, keystrokes)
-        session = TmuxSession(sandbox, "agent")  # the container's configured user, as officially
-        session.start()
+        session = shell.session if shell else AgentShell.open(sandbox).session
         deadline = time.monotonic() + (task.agent_timeout_s or DEFAULT_AGENT_TIMEOUT)
         status = "completed"
         try:
@@ -198,7 +220,7 @@ class TerminalBenchFormat:
             sandbox.upload(task_dir / "tests", TEST_DIR)
         sandbox.upload(run_tests, f"{TEST_DIR}/run-tests.sh")
         same_shell = task.data.get("same_shell", False)
-        if uses_terminal(task, sandbox):
+        if uses_terminal(sandbox):
             output, timed_out, exit_code = *self._test_in_tmux(task, sandbox, same_shell), None
         else:
             output, timed_out, exit_code = self._test_with_exec(task, sandbox, trial, same_shell)
@@ -214,7 +236,7 @@ class TerminalBenchFormat:
     def _test_in_tmux(self, task: Task, sandbox: "Sandbox", same_shell: bool) -> tuple[str, bool]:
         """run-tests.sh typed into a root tmux session (the agent's own with same_shell): (pane, timed out)."""
         session = TmuxSession(sandbox, "agent") if same_shell else TmuxSession(sandbox, "tests", user="root")
-        if not same_shell or sandbox.exec("tmux has-session -t agent").exit_code != 0:
+        if not same_shell or not session.exists():
             session.start()
         try:
             session.send_keys([f"bash {TEST_DIR}/run-tests.sh", "Enter"], block=True,

@@ -3,7 +3,10 @@
 The official harness types the oracle's solution and `bash /tests/run-tests.sh` into tmux login
 shells (160x40, 50,000 lines of history) and parses the captured pane. Where the task's image has
 tmux (every official image does: the harness requires it) we do the same through exec; the keys
-and the blocking protocol (`; tmux wait -S done`) are the official ones.
+and the blocking protocol (`; tmux wait -S done`) are the official ones. Each user's server listens
+on tmux's default socket under the sandbox's /tmp (the local provider's own /tmp, not the host's).
+Where a server cannot outlive the command that started it (the local provider ends whatever a
+command leaves behind), it runs in the foreground as a command of its own for the sandbox's life.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +25,9 @@ if TYPE_CHECKING:
 ENTER_KEYS = {"Enter", "C-m", "KPEnter", "C-j", "^M", "^J"}
 DONE_CHANNEL = "done"
 WAIT_MARGIN_S = 30.0  # the exec's own limit, past tmux's `timeout`
+TMUX_TMPDIR = "TMUX_TMPDIR=/tmp"  # in the command's text, so the local provider maps /tmp to the sandbox's own
+TMUX = f"{TMUX_TMPDIR} tmux"
+SERVER_START_S = 10.0
 
 
 class SessionTimeout(Exception):
@@ -54,6 +61,20 @@ def has_tmux(sandbox: "Sandbox") -> bool:
     return sandbox.exec("tmux -V", timeout=30).exit_code == 0
 
 
+def serve(sandbox: "Sandbox", user: str | None) -> None:
+    """A tmux server in the foreground, as a command of its own that lasts until the sandbox closes; it ends
+    once it holds no session (exit-empty, set by start), as a daemonized server does."""
+    inner = getattr(sandbox, "inner", sandbox)  # its time is the sandbox's life, not a command's (TimedSandbox)
+
+    def run() -> None:
+        try:
+            inner.exec(f"{TMUX_TMPDIR} exec tmux -D", timeout=None, user=user)
+        except Exception:  # the sandbox closed under it: nothing is left to serve
+            pass
+
+    threading.Thread(target=run, name="tmux-server", daemon=True).start()
+
+
 def executes(key: str) -> bool:
     return key in ENTER_KEYS or bool(re.search(r"[\r\n]$", key))
 
@@ -77,13 +98,32 @@ class TmuxSession:
         self.user = user  # None: the container's configured user
 
     def _tmux(self, args: str, timeout: float | None = 60) -> Any:
-        return self.sandbox.exec(f"tmux {args}", timeout=timeout, user=self.user)
+        return self.sandbox.exec(f"{TMUX} {args}", timeout=timeout, user=self.user)
+
+    @property
+    def target(self) -> str:
+        return shlex.quote(f"={self.name}")  # exactly this session, not one whose name starts so
 
     def start(self) -> None:
+        """A new session: a login shell (tmux's default) in the sandbox's working directory."""
         name = shlex.quote(self.name)
-        started = self._tmux(f"new-session -x 160 -y 40 -d -s {name} \\; set-option -t {name} history-limit 50000")
+        new = f"new-session -x 160 -y 40 -d -s {name} \\; set-option -t {name} history-limit 50000"
+        started = self._tmux(new)
+        if started.exit_code == 0 and not self.exists():  # its server ended with the command that started it
+            serve(self.sandbox, self.user)
+            deadline = time.monotonic() + SERVER_START_S
+            while (started := self._tmux(f"-N {new} \\; set-option -s exit-empty on")).exit_code != 0:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
         if started.exit_code != 0:
             raise RuntimeError(f"cannot start tmux session {self.name}: {(started.stdout + started.stderr).strip()[:300]}")
+
+    def exists(self) -> bool:
+        return self._tmux(f"has-session -t {self.target}", timeout=30).exit_code == 0
+
+    def kill(self) -> None:
+        self._tmux(f"kill-session -t {self.target}", timeout=30)
 
     def send_keys(self, keys: list[str], block: bool = False, min_timeout_sec: float = 0.0,
                   max_timeout_sec: float = 180.0) -> None:
@@ -92,7 +132,7 @@ class TmuxSession:
             self._tmux(f"send-keys -t {shlex.quote(self.name)} {shlex.join(blocking_keys(keys))}")
             limit = None if math.isinf(max_timeout_sec) else max_timeout_sec
             prefix = "" if limit is None else f"timeout {limit}s "
-            waited = self.sandbox.exec(f"{prefix}tmux wait {DONE_CHANNEL}", user=self.user,
+            waited = self.sandbox.exec(f"{TMUX_TMPDIR} {prefix}tmux wait {DONE_CHANNEL}", user=self.user,
                                        timeout=None if limit is None else limit + WAIT_MARGIN_S)
             if waited.exit_code != 0 or waited.timed_out:
                 raise SessionTimeout(f"command did not finish within {max_timeout_sec}s")

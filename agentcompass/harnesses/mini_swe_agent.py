@@ -190,6 +190,10 @@ class SandboxEnvironment:
     system_vars: dict[str, str] = field(default_factory=dict)
 
     @property
+    def in_shell(self) -> bool:
+        return bool(getattr(self.sandbox, "persistent_shell", False))
+
+    @property
     def config(self) -> dict[str, Any]:
         return {"cwd": self.cwd, "env": self.env, "timeout": self.timeout_s, "interpreter": self.interpreter}
 
@@ -197,7 +201,10 @@ class SandboxEnvironment:
         """The text the sandbox's shell runs, and the environment it gets. One stream, in order, as
         mini-swe-agent's own environments give it (stderr into stdout). With an interpreter, that shell
         only hands over: the interpreter alone gets the config's env, so BASH_ENV (the image's
-        `conda activate`) is sourced once, by the shell that runs the command, as under `docker exec`."""
+        `conda activate`) is sourced once, by the shell that runs the command, as under `docker exec`.
+        A persistent shell (Terminal-Bench's tmux login shell) gets the command as typed, the env exported there."""
+        if self.in_shell:
+            return (shlex.join([*self.interpreter, command]) if self.interpreter else command), self.env
         if not self.interpreter:
             return f"exec 2>&1\n{command}", self.env
         assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in self.env.items())
@@ -209,7 +216,9 @@ class SandboxEnvironment:
         command = action.get("command", "")
         limit = max(1.0, min(timeout or self.timeout_s, self.deadline - time.monotonic()))
         text, env = self.command_line(command)
-        result = self.sandbox.exec(text, cwd=cwd or self.cwd, env=env, timeout=limit)
+        # In a persistent shell the working directory is the shell's own, as the agent's `cd` left it.
+        where = cwd or (None if self.in_shell else self.cwd)
+        result = self.sandbox.exec(text, cwd=where, env=env, timeout=limit)
         output = {"output": result.stdout + result.stderr, "returncode": result.exit_code, "exception_info": ""}
         if result.timed_out:
             output["returncode"] = -1
