@@ -132,9 +132,13 @@ def assert_solved(trial: dict, directory: Path, llm: FakeLLM, harness: str, watc
 @pytest.mark.parametrize("harness", ["opencode", "claude_code", "codex"])
 def test_each_cli_fixes_the_demo_task_on_local(harness, tmp_path, cli_cache):
     llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed: median() now averages the two middle values.")
-    trial, directory, watch = run_agent(tmp_path, cli_cache, harness, llm)
+    workspaces = tmp_path / "workspaces"  # kept after the trial, to search the sandbox's files for the key
+    trial, directory, watch = run_agent(tmp_path, cli_cache, harness, llm, f"env.root={workspaces}",
+                                        "run.keep_environment=true")
     assert_solved(trial, directory, llm, harness, watch)
     assert llm.successes[0].body.get("stream") is True  # every CLI streams
+    assert (workspaces / next(workspaces.iterdir()).name / "fs" / "app" / "stats.py").is_file()
+    assert files_containing(workspaces, API_KEY) == []
 
 
 def test_opencode_speaks_anthropic_too(tmp_path, cli_cache):

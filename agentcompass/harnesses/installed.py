@@ -186,7 +186,8 @@ class InstalledAgent:
             result = sandbox.exec(f"set -a; . {AGENT_DIR}/env; set +a; exec 0</dev/null; "
                                   f"{self.command(model, task.workdir)}", cwd=task.workdir, timeout=limit)
             sandbox.exec(f"rm -rf {AGENT_DIR}", timeout=60)  # the key and the CLI's state leave with it
-            stdout, stderr = scrub(result.stdout, secret), scrub(result.stderr, secret)
+            upstream = api_key(model)  # with a gateway the sandbox never held it; scrubbed all the same
+            stdout, stderr = (scrub(scrub(text, secret), upstream) for text in (result.stdout, result.stderr))
             trial.write(f"{self.name}.jsonl", stdout)
             trial.write("agent.log", stderr)
             metered = endpoint.usage()
