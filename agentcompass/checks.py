@@ -36,6 +36,17 @@ def model_settings(model: ModelConfig, provenance: Provenance, uses_model: bool)
         check_extra(models, f"model '{model.name}'")
 
 
+def harness_speaks(harness_cls: Any, harness: str, model: ModelConfig) -> None:
+    """A harness that speaks only some model APIs (`model_apis`, e.g. claude_code: anthropic) refuses the others."""
+    apis = getattr(harness_cls, "model_apis", None)
+    if not apis or model.name == "none" or model.api in apis:
+        return
+    names = {"openai": "OpenAI", "anthropic": "Anthropic"}
+    raise UserError(f"harness '{harness}' speaks the {' and '.join(names.get(a, a) for a in apis)} API only; model "
+                    f"'{model.name}' is api '{model.api}'; pick a model with api {' or '.join(apis)} "
+                    f"(agentcompass list models) or another harness")
+
+
 def benchmark_params(recipe: Recipe, provenance: Provenance) -> None:
     """Params the recipe's format accepts (its `Params` schema), relative paths made absolute where typed."""
     from agentcompass.config import validate

@@ -33,6 +33,9 @@ BUILTINS: dict[str, dict[str, str]] = {
         "nop": "agentcompass.harnesses.nop:NopHarness",
         "mini_swe_agent": "agentcompass.harnesses.mini_swe_agent:MiniSweAgentHarness",
         "predictions": "agentcompass.harnesses.predictions:PredictionsHarness",
+        "opencode": "agentcompass.harnesses.opencode:OpencodeHarness",
+        "claude_code": "agentcompass.harnesses.claude_code:ClaudeCodeHarness",
+        "codex": "agentcompass.harnesses.codex:CodexHarness",
     },
 }
 

@@ -1,0 +1,58 @@
+"""claude_code: the `@anthropic-ai/claude-code` CLI, `claude -p --output-format stream-json`, on an Anthropic endpoint.
+
+ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY come from the env file; permissions are skipped (IS_SANDBOX=1
+allows that as root); the background model is the same model; autoupdate, telemetry, error reports and
+other non-essential traffic are off. A thinking tier's `budget_tokens` becomes MAX_THINKING_TOKENS.
+Usage: the final `result` event (tokens, its own cost estimate, turns, API time).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from agentcompass.harnesses.installed import InstalledAgent, cli_model_name, json_events, status_verdict
+from agentcompass.models import request_fields
+from agentcompass.task import Usage
+
+if TYPE_CHECKING:
+    from agentcompass.schema import ModelConfig
+
+STATUS = re.compile(r'"(?:api_)?error_status":\s*(\d{3})')
+
+
+class ClaudeCodeHarness(InstalledAgent):
+    name, package, command_name = "claude_code", "@anthropic-ai/claude-code", "claude"
+    binary = "@anthropic-ai/claude-code-linux-x64/claude"
+    model_apis = ("anthropic",)
+
+    def cli_env(self, model: "ModelConfig", endpoint: Any) -> dict[str, str]:
+        model_id = cli_model_name(model)
+        env = {"ANTHROPIC_BASE_URL": endpoint.anthropic_base_url, "ANTHROPIC_API_KEY": endpoint.api_key,
+               "ANTHROPIC_SMALL_FAST_MODEL": model_id, "ANTHROPIC_DEFAULT_HAIKU_MODEL": model_id,
+               "IS_SANDBOX": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
+               "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+        budget = (request_fields(model).get("thinking") or {}).get("budget_tokens")
+        if budget:
+            env["MAX_THINKING_TOKENS"] = str(budget)
+        return env
+
+    def command(self, model: "ModelConfig", workdir: str) -> str:
+        return (f"claude -p --output-format stream-json --verbose --dangerously-skip-permissions "
+                f'--model {cli_model_name(model)} {self.extra_args} < "$PROMPT_FILE"')
+
+    def read_usage(self, stdout: str) -> Usage:
+        results = [e for e in json_events(stdout) if e.get("type") == "result"]
+        if not results:
+            return Usage(cost_known=False)
+        result = results[-1]
+        tokens = result.get("usage") or {}
+        cached = int(tokens.get("cache_read_input_tokens", 0))
+        return Usage(model_calls=int(result.get("num_turns", 0)),
+                     tokens_in=int(tokens.get("input_tokens", 0)) + cached + int(tokens.get("cache_creation_input_tokens", 0)),
+                     tokens_out=int(tokens.get("output_tokens", 0)), tokens_cached=cached,
+                     cost_usd=float(result.get("total_cost_usd") or 0.0), cost_known="total_cost_usd" in result,
+                     generation_s=float(result.get("duration_api_ms") or 0) / 1000)
+
+    def endpoint_error(self, output: str) -> str | None:
+        return status_verdict(STATUS, output)

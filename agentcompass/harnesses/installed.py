@@ -1,0 +1,299 @@
+"""What the installed CLI agents (opencode, claude_code, codex) share: install, configure, run, read back.
+
+Install: the CLI's npm package at the pinned `version` is installed once per (package, version) on the
+host, into the cache (`npm install --prefix`); every npm CLI here ships a native Linux binary as an
+optional dependency, so the sandbox needs no Node and no internet: the binary alone goes in, gzipped,
+through the sandbox's file API, and is unpacked under AGENT_DIR. Configure: the endpoint and key are
+written into the sandbox as the CLI's own config file and an env file (mode 600) that the command
+sources, so no command line shows the key; AGENT_DIR is removed after the run. Run: headless, in the
+task's workdir, the task's agent timeout (or `timeout_s`) as a hard limit; stdout (the CLI's JSON
+events) is kept in the trial dir as `<harness>.jsonl`, stderr as `agent.log`, the key scrubbed.
+
+The endpoint is the run's model gateway when the runner gives the trial one (`trial.gateway`), else the
+model preset's own base_url and key. Usage: the gateway's metering when there is one, else what the
+CLI reports. Errors: 401/403 from the endpoint, a crash or a hang past the time limit are the agent's
+(not retried, the CLI's last output in the message); an endpoint that kept failing (5xx, unreachable)
+is infra (retried).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from agentcompass.errors import AgentError, InfraError, UserError
+from agentcompass.formats.sources import cache_root
+from agentcompass.models import NO_KEY, api_key
+from agentcompass.schema import Strict
+from agentcompass.task import AgentOutcome, Task, Usage
+
+if TYPE_CHECKING:
+    from agentcompass.formats.base import TaskFormat
+    from agentcompass.sandbox import Sandbox
+    from agentcompass.schema import ModelConfig
+    from agentcompass.trial import TrialContext
+
+AGENT_DIR = "/tmp/agentcompass-agent"  # the CLI, its HOME, config and env file; removed after the run
+HOME_DIR = f"{AGENT_DIR}/home"
+BUNDLE = "agent.tar.gz"
+DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+INSTALL_TIMEOUT_S = 600.0
+LAST_OUTPUT_CHARS = 1500  # of the CLI's output, in an error's message
+
+
+@dataclass(frozen=True)
+class DirectEndpoint:
+    """The model preset's own endpoint, as the gateway's GatewayEndpoint shapes it (without metering)."""
+
+    openai_base_url: str
+    anthropic_base_url: str
+    api_key: str
+
+    def usage(self) -> None:
+        return None
+
+
+def direct_endpoint(model: "ModelConfig") -> DirectEndpoint:
+    """base_url and key of the preset (Anthropic's base without `/v1`: its clients append /v1/messages)."""
+    base = (model.base_url or DEFAULT_URLS.get(model.api, DEFAULT_URLS["openai"])).rstrip("/")
+    anthropic = base[: -len("/v1")] if base.endswith("/v1") else base
+    return DirectEndpoint(openai_base_url=base, anthropic_base_url=anthropic, api_key=api_key(model) or NO_KEY)
+
+
+def cli_model_name(model: "ModelConfig") -> str:
+    """The model id the endpoint knows: the preset's name without litellm's provider prefix."""
+    prefix, _, rest = model.name.partition("/")
+    return rest if rest and prefix in ("openai", "anthropic", model.api) else model.name
+
+
+def scrub(text: str, secret: str | None) -> str:
+    return text.replace(secret, "***") if secret and secret != NO_KEY else text
+
+
+# -- the host-side bundle --------------------------------------------------------------------
+def bundle(package: str, version: str, binary: str, command: str, cache_dir: Path | None = None) -> Path:
+    """`agent.tar.gz` holding `bin/<command>`: the package's native binary, installed from npm once per
+    (package, version); a lock file lets concurrent runs share one install."""
+    root = (cache_dir or cache_root() / "cli-agents") / f"{package.replace('/', '+')}@{version}"
+    archive = root / BUNDLE
+    if archive.is_file():
+        return archive
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if archive.is_file():
+            return archive
+        npm = shutil.which("npm")
+        if npm is None:
+            raise UserError(f"installing {package}@{version} needs npm on this machine (Node.js 18+); "
+                            f"install Node.js, or pass harness.cache_dir=DIR holding {package.replace('/', '+')}@{version}/{BUNDLE}")
+        prefix = Path(tempfile.mkdtemp(prefix="npm-", dir=root))
+        try:
+            proc = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
+                                   "--loglevel=error", f"{package}@{version}"],
+                                  capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+            found = prefix / "node_modules" / binary
+            if proc.returncode != 0 or not found.is_file():
+                detail = " ".join((proc.stderr or proc.stdout).split())[-300:] or f"no {binary} in the package"
+                raise UserError(f"cannot install {package}@{version} from npm: {detail}; "
+                                f"check the version (npm view {package} versions) and the registry")
+            partial = root / f"{BUNDLE}.partial"
+            with tarfile.open(partial, "w:gz", compresslevel=1) as tar:
+                tar.add(found, arcname=f"bin/{command}")
+            partial.rename(archive)
+        except subprocess.TimeoutExpired as exc:
+            raise UserError(f"installing {package}@{version} from npm took over {INSTALL_TIMEOUT_S:.0f} s; "
+                            f"check the registry") from exc
+        finally:
+            shutil.rmtree(prefix, ignore_errors=True)
+    return archive
+
+
+# -- the harness -----------------------------------------------------------------------------
+class InstalledAgent:
+    """Subclasses name the package and say how the CLI is configured, run and read back."""
+
+    needs_model = True
+    uses_gateway = True  # the runner hands the trial a gateway endpoint (trial.gateway) when it runs one
+    name: str
+    package: str
+    binary: str  # the native binary, relative to node_modules
+    command_name: str
+    model_apis: tuple[str, ...]  # the model presets' `api` values the CLI can speak
+
+    class Settings(Strict):
+        version: str  # the npm package's version, pinned
+        timeout_s: float | None = Field(None, gt=0)  # default: the task's agent timeout
+        env: dict[str, str] = Field(default_factory=dict)  # added to the CLI's environment
+        args: list[str] = Field(default_factory=list)  # added to the CLI's command line
+        cache_dir: str | None = None  # where npm bundles are kept; default: the agentcompass cache
+
+    def __init__(self, **settings: Any) -> None:
+        self.settings = self.Settings.model_validate(settings)
+        cache = Path(self.settings.cache_dir).expanduser() if self.settings.cache_dir else None
+        self.archive = bundle(self.package, self.settings.version, self.binary, self.command_name, cache)
+
+    # what each CLI defines
+    def config_files(self, model: "ModelConfig", endpoint: Any) -> dict[str, str]:
+        """Files to write under HOME_DIR (relative path -> text); never the key itself."""
+        return {}
+
+    def cli_env(self, model: "ModelConfig", endpoint: Any) -> dict[str, str]:
+        """The CLI's environment (the key included: it goes into the env file, mode 600)."""
+        raise NotImplementedError
+
+    def command(self, model: "ModelConfig", workdir: str) -> str:
+        """The shell command that runs the CLI on the prompt in $PROMPT_FILE."""
+        raise NotImplementedError
+
+    def read_usage(self, stdout: str) -> Usage:
+        raise NotImplementedError
+
+    def endpoint_error(self, output: str) -> str | None:
+        """"auth" when the endpoint refused the key, "outage" when it kept failing, None when neither shows."""
+        raise NotImplementedError
+
+    # the shared run
+    @property
+    def extra_args(self) -> str:
+        return shlex.join(self.settings.args)
+
+    def time_limit_s(self, task: Task) -> float | None:
+        return self.settings.timeout_s or task.agent_timeout_s
+
+    def run(
+        self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
+    ) -> AgentOutcome:
+        gateway = getattr(trial, "gateway", None)
+        endpoint = gateway.endpoint(trial, sandbox) if gateway else direct_endpoint(model)
+        secret = endpoint.api_key
+        try:
+            self.install(sandbox)
+            self.stage(sandbox, model, endpoint, task.instruction)
+            limit = self.time_limit_s(task)
+            result = sandbox.exec(f"set -a; . {AGENT_DIR}/env; set +a; exec 0</dev/null; "
+                                  f"{self.command(model, task.workdir)}", cwd=task.workdir, timeout=limit)
+            sandbox.exec(f"rm -rf {AGENT_DIR}", timeout=60)  # the key and the CLI's state leave with it
+            upstream = api_key(model)  # with a gateway the sandbox never held it; scrubbed all the same
+            stdout, stderr = (scrub(scrub(text, secret), upstream) for text in (result.stdout, result.stderr))
+            trial.write(f"{self.name}.jsonl", stdout)
+            trial.write("agent.log", stderr)
+            metered = endpoint.usage()
+            usage = self.read_usage(stdout)
+            if metered:
+                usage = gateway_usage(metered, usage, model)
+            else:
+                usage = priced(usage, model)
+            error = self.classify(result.exit_code, result.timed_out, stdout, stderr, limit, metered)
+        finally:
+            if gateway:
+                gateway.release(endpoint)
+        if error is not None:
+            error.usage = usage
+            raise error
+        return AgentOutcome(exit_status="completed", usage=usage)
+
+    def install(self, sandbox: "Sandbox") -> None:
+        sandbox.upload(self.archive, f"{AGENT_DIR}/{BUNDLE}")
+        done = sandbox.exec(f"mkdir -p {HOME_DIR} && tar -xzf {AGENT_DIR}/{BUNDLE} -C {AGENT_DIR} "
+                            f"&& rm {AGENT_DIR}/{BUNDLE} && {AGENT_DIR}/bin/{self.command_name} --version",
+                            timeout=INSTALL_TIMEOUT_S)
+        if not done.ok:
+            raise InfraError(f"installing {self.package}@{self.settings.version} in the sandbox failed "
+                             f"(exit {done.exit_code}): {(done.stdout + done.stderr).strip()[-300:]}")
+
+    def stage(self, sandbox: "Sandbox", model: "ModelConfig", endpoint: Any, instruction: str) -> None:
+        """The config files, the prompt and the env file (the key's only place), in one upload."""
+        env = {"HOME": HOME_DIR, "PATH": f"{AGENT_DIR}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "PROMPT_FILE": f"{AGENT_DIR}/prompt.md", **self.cli_env(model, endpoint), **self.settings.env}
+        with tempfile.TemporaryDirectory(prefix="agentcompass-stage-") as tmp:
+            staged = Path(tmp) / "agent"
+            for relative, text in {**{f"home/{k}": v for k, v in self.config_files(model, endpoint).items()},
+                                   "prompt.md": instruction,
+                                   "env": "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items())}.items():
+                path = staged / relative
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+                os.chmod(path, 0o600)
+            sandbox.upload(staged, AGENT_DIR)
+
+    def classify(self, code: int, timed_out: bool, stdout: str, stderr: str, limit: float | None,
+                 metered: dict[str, Any] | None) -> Exception | None:
+        output = f"{stdout}\n{stderr}"
+        seen = self.endpoint_error(output)
+        outage = seen == "outage" or bool(metered and metered.get("errors_5xx") and (timed_out or code != 0))
+        last = last_output(stdout, stderr)
+        if seen == "auth":
+            return AgentError(f"{self.name}: the model endpoint rejected the API key (HTTP 401/403); last output: {last}")
+        if outage and (timed_out or code != 0):
+            return InfraError(f"{self.name}: the model endpoint kept failing (5xx or unreachable); last output: {last}")
+        if timed_out:
+            return AgentError(f"{self.name} ran past the agent time limit of {limit:.0f} s and was stopped; "
+                              f"last output: {last}")
+        if code != 0:
+            return AgentError(f"{self.name} exited with code {code}; last output: {last}")
+        return None
+
+
+def json_events(stdout: str) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines stream; other lines (banners, warnings) are skipped."""
+    events = []
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+    return events
+
+
+def status_verdict(pattern: re.Pattern[str], output: str) -> str | None:
+    """"auth" or "outage" by the last HTTP status the CLI reported (pattern's group 1), else None."""
+    statuses = [int(s) for s in pattern.findall(output)]
+    if not statuses:
+        return None
+    if statuses[-1] in (401, 403):
+        return "auth"
+    return "outage" if statuses[-1] >= 500 else None
+
+
+def last_output(stdout: str, stderr: str) -> str:
+    text = " ".join((stdout.strip() + "\n" + stderr.strip()).split())
+    return text[-LAST_OUTPUT_CHARS:] or "(none)"
+
+
+def priced(usage: Usage, model: "ModelConfig") -> Usage:
+    """The preset's prices over the CLI's own figures; the CLI's cost where the preset names none."""
+    pricing = model.pricing
+    if pricing is not None and pricing.hourly_usd is not None:
+        usage.cost_usd, usage.cost_known = pricing.hourly_usd * usage.generation_s / 3600, True
+    elif pricing is not None and (pricing.input_per_mtok is not None or pricing.output_per_mtok is not None):
+        input_price = pricing.input_per_mtok or 0.0
+        cached_price = pricing.cached_per_mtok if pricing.cached_per_mtok is not None else input_price
+        usage.cost_usd = ((usage.tokens_in - usage.tokens_cached) * input_price + usage.tokens_cached * cached_price
+                          + usage.tokens_out * (pricing.output_per_mtok or 0.0)) / 1e6
+        usage.cost_known = True
+    return usage
+
+
+def gateway_usage(metered: dict[str, Any], reported: Usage, model: "ModelConfig") -> Usage:
+    """The gateway's metering (what really crossed the wire), priced; the CLI's cost where no preset price."""
+    usage = Usage(model_calls=int(metered.get("calls", 0)), tokens_in=int(metered.get("tokens_in", 0)),
+                  tokens_out=int(metered.get("tokens_out", 0)), tokens_cached=int(metered.get("tokens_cached", 0)),
+                  generation_s=float(metered.get("generation_s", 0.0)), model_errors=int(metered.get("errors_5xx", 0)),
+                  cost_usd=reported.cost_usd, cost_known=reported.cost_known)
+    return priced(usage, model)
