@@ -70,6 +70,7 @@ class ContainerSpec:
     memory_mb: int | None = None
     network_mode: str | None = None  # e.g. host, none; default: the trial's own network
     healthcheck: dict[str, Any] | None = None  # the engine's format (test, interval in ns, ...); waited for
+    depends_on: dict[str, str] = field(default_factory=dict)  # service -> compose condition (service_healthy, ...)
 
 
 @dataclass
@@ -78,6 +79,9 @@ class ComposeSpec:
 
     client: ContainerSpec
     services: list[ContainerSpec] = field(default_factory=list)
+    # The services are part of the task (Harbor's sidecars): a provider without them refuses the task.
+    # False: the client alone still runs the task (Terminal-Bench, whose tasks mostly have no others).
+    required: bool = False
 
 
 @dataclass
@@ -128,8 +132,19 @@ def refusal(spec: SandboxSpec, provider: str, need: str, lack: str) -> UserError
                      f"run it with another --env or leave the task out (--benchmark-params '{{\"sample_ids\": [...]}}')")
 
 
-def common_refusals(spec: SandboxSpec, provider: str, *, gpus: bool = False, switch_network: bool = False) -> None:
-    """What most providers refuse alike: GPUs they do not have, allowlists (no egress filter), phase switches."""
+def compose_refusal(spec: SandboxSpec, provider: str) -> None:
+    """A task whose docker-compose services are part of it (Harbor's sidecars) needs a provider that runs them."""
+    if spec.compose and spec.compose.required and spec.compose.services:
+        names = ", ".join(s.name for s in spec.compose.services)
+        raise refusal(spec, provider, f"environment/docker-compose.yaml sidecar services ({names})",
+                      "it runs one container per trial; --env docker runs them")
+
+
+def common_refusals(spec: SandboxSpec, provider: str, *, gpus: bool = False, switch_network: bool = False,
+                    compose: bool = False) -> None:
+    """What most providers refuse alike: sidecars, GPUs they do not have, allowlists (no egress filter), phase switches."""
+    if not compose:
+        compose_refusal(spec, provider)
     if spec.gpus and not gpus:
         raise refusal(spec, provider, f"[environment] gpus = {spec.gpus}", "no GPUs")
     if "allowlist" in spec.network_modes:

@@ -129,7 +129,7 @@ class DockerProvider:
 
         client = self.client
         # A compose task's network is its services' too: cutting it between phases would cut them off.
-        common_refusals(spec, "docker", gpus=self._engine_gpus, switch_network=spec.compose is None)
+        common_refusals(spec, "docker", gpus=self._engine_gpus, switch_network=spec.compose is None, compose=True)
         image = self.settings.image or spec.image
         if image is None:
             if spec.build_context is None:
@@ -536,10 +536,13 @@ class DockerSandbox(RemoteSandbox):
 
     def download(self, remote: str, local: Path) -> None:
         """Copy `remote` (a file, or a directory's contents) to `local`; FileNotFoundError when it is missing."""
+        self._download(self.id, remote, local)
+
+    def _download(self, container: str, remote: str, local: Path) -> None:
         import docker
 
         try:
-            stream, _ = self.api.get_archive(self.id, remote)
+            stream, _ = self.api.get_archive(container, remote)
         except docker.errors.NotFound as exc:
             self._raise_if_lost()  # a removed container has no files either: that is not the task's verdict
             raise FileNotFoundError(remote) from exc
@@ -574,6 +577,10 @@ class ComposeSandbox(DockerSandbox):
                  settings: DockerProvider.Settings, services: list[str], has_task_image: bool = True) -> None:
         super().__init__(client, container_id, spec, settings, has_task_image)
         self.services = services  # the other services' containers
+
+    def download_from_service(self, service: str, remote: str, local: Path) -> None:
+        """download from one of the trial's other services (a sidecar's artifact)."""
+        self._download(f"{self.spec.name}-{service}", remote, local)
 
     def close(self) -> None:
         try:

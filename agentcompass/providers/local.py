@@ -32,7 +32,8 @@ from agentcompass.errors import InfraError, SandboxLost, UserError
 from agentcompass.providers.local_procs import REAPER, Command
 from agentcompass.providers.remote import EXEC_MARK
 from agentcompass.readiness import local_readiness
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals, refusal
+from agentcompass.sandbox import (DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals,
+                                  compose_refusal, refusal)
 from agentcompass.schema import Strict
 
 # Host folders a sandbox may never shadow: they hold the tools the commands run with.
@@ -175,6 +176,7 @@ class LocalProvider:
         return "none"
 
     def check(self, spec: SandboxSpec) -> None:
+        compose_refusal(spec, "local")  # before the image: the sidecars are what no host run can give
         if spec.needs_image:
             what = f"image '{spec.image}'" if spec.image else f"image built from {spec.build_context}"
             raise UserError(f"task '{spec.name}' needs its own container {what}; run it with --env docker")
