@@ -7,6 +7,7 @@ and download. The local provider implements the same contract on the host.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -138,6 +139,21 @@ def compose_refusal(spec: SandboxSpec, provider: str) -> None:
         names = ", ".join(s.name for s in spec.compose.services)
         raise refusal(spec, provider, f"environment/docker-compose.yaml sidecar services ({names})",
                       "it runs one container per trial; --env docker runs them")
+
+
+def uncapped_storage(spec: SandboxSpec, provider: str, why: str) -> None:
+    """[environment] storage_mb where no disk cap can be set: the task runs on the provider's own disk, so it
+    gets at least what it asks for (Harbor's size is what cloud sandboxes are given), never less. Said once
+    per process and provider, not silently."""
+    if not spec.storage_mb or provider in STORAGE_WARNED:
+        return
+    STORAGE_WARNED.add(provider)
+    print(f"warning: task '{spec.name}' asks for [environment] storage_mb = {spec.storage_mb}, which the {provider} "
+          f"provider cannot cap ({why}): such tasks run with the provider's disk (more, not less)",
+          file=sys.stderr, flush=True)
+
+
+STORAGE_WARNED: set[str] = set()
 
 
 def common_refusals(spec: SandboxSpec, provider: str, *, gpus: bool = False, switch_network: bool = False,

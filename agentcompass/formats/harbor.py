@@ -194,6 +194,8 @@ class HarborFormat:
             verify_timeout_s=recipe.timeouts.verify or config.verifier.timeout_sec or DEFAULT_VERIFY_TIMEOUT,
             build_timeout_s=recipe.timeouts.build or environment.build_timeout_sec,
             compose=compose,
+            agent_tools={k: v for k, v in (("mcp_servers", [m.model_dump() for m in environment.mcp_servers]),
+                                           ("skills_dir", environment.skills_dir)) if v},
             data={
                 "dir": str(task_dir),
                 "tests": [str(task_dir / "tests")],

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, Field
 
@@ -33,7 +33,8 @@ from agentcompass.providers.remote import (
 from agentcompass.providers.docker_build import BUILDS, BuildRequest, build_image
 from agentcompass.providers.docker_compose import (cleanup_networks, create_network, create_options, host_options,
                                                    networking, remove_services, start_services, volume_names)
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ContainerSpec, ExecResult, SandboxSpec, cap_output, common_refusals
+from agentcompass.sandbox import (DEFAULT_OUTPUT_CAP, ContainerSpec, ExecResult, SandboxSpec, cap_output, common_refusals,
+                                  refusal, uncapped_storage)
 from agentcompass.schema import Positive, PositiveInt, Strict
 
 if TYPE_CHECKING:
@@ -70,6 +71,9 @@ class DockerProvider:
         buildkit: bool = True  # build with BuildKit through the docker CLI when one can; else the legacy builder
         api_timeout_s: Positive = 300.0  # one engine API call (create, upload, remove, ...)
         max_connections: PositiveInt = 64  # HTTP connections to the engine: one per exec in flight
+        # A task's [environment] storage_mb where the storage driver cannot cap a container's disk:
+        # best_effort runs it on the engine's disk (one warning), required refuses it.
+        storage_limit: Literal["best_effort", "required"] = "best_effort"
 
     def __init__(self, keep: bool = False, **settings: Any) -> None:
         self.settings = self.Settings(**settings)
@@ -77,6 +81,7 @@ class DockerProvider:
         self._client: "docker.DockerClient | None" = None
         self._engine_cpus = 0
         self._engine_gpus = False  # the engine has the nvidia runtime
+        self._storage_lack: str | None = None  # why the engine cannot cap a container's disk (None: it can)
         self._lock = threading.Lock()
         self._image_locks: dict[str, threading.Lock] = {}
         self._ready: set[str] = set()  # images known to be present on the engine
@@ -102,6 +107,7 @@ class DockerProvider:
             info = client.info()
             self._engine_cpus = int(info.get("NCPU") or 0)
             self._engine_gpus = "nvidia" in (info.get("Runtimes") or {})
+            self._storage_lack = storage_lack(info)
         except docker.errors.DockerException as exc:
             raise UserError(f"no Docker engine answers at {docker_host()} (DOCKER_HOST) ({one_line(exc)[:200]}); {START_HINT}") from exc
         return client
@@ -130,6 +136,11 @@ class DockerProvider:
         client = self.client
         # A compose task's network is its services' too: cutting it between phases would cut them off.
         common_refusals(spec, "docker", gpus=self._engine_gpus, switch_network=spec.compose is None, compose=True)
+        if spec.storage_mb and self._storage_lack:
+            if self.settings.storage_limit == "required":
+                raise refusal(spec, "docker", f"[environment] storage_mb = {spec.storage_mb}", self._storage_lack)
+            uncapped_storage(spec, "docker", f"{self._storage_lack}; --env-params '{{\"storage_limit\": \"required\"}}' "
+                                             "refuses such tasks instead")
         image = self.settings.image or spec.image
         if image is None:
             if spec.build_context is None:
@@ -166,6 +177,7 @@ class DockerProvider:
             device_requests=[docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])] if spec.gpus else None,
             nano_cpus=int(cpus * 1e9) if cpus else None,
             mem_limit=f"{memory_mb}m" if memory_mb else None,
+            storage_opt={"size": f"{spec.storage_mb}M"} if spec.storage_mb and not self._storage_lack else None,
             init=settings.init,
             **(host_options(client, spec.name) if client else {}),
         )
@@ -394,6 +406,16 @@ def base_images(dockerfile: str, build_args: dict[str, str]) -> list[str]:
             values[name] = default.strip().strip('"')
     values.update(build_args)
     return [re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m[1], m[0]), ref) for ref in from_images(dockerfile)]
+
+
+def storage_lack(info: dict[str, Any]) -> str | None:
+    """Why the engine's storage driver cannot cap a container's disk (--storage-opt size), None when it can:
+    btrfs, zfs, devicemapper and windowsfilter can; overlay2 only over xfs (mounted with pquota)."""
+    driver = str(info.get("Driver") or "unknown")
+    backing = dict((info.get("DriverStatus") or [])).get("Backing Filesystem", "unknown")
+    if driver in ("btrfs", "zfs", "devicemapper", "windowsfilter") or (driver == "overlay2" and backing == "xfs"):
+        return None
+    return f"its {driver} storage driver on {backing} sets no disk size"
 
 
 def pull_failure(image: str, answer: Any) -> str:

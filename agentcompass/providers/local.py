@@ -33,7 +33,7 @@ from agentcompass.providers.local_procs import REAPER, Command
 from agentcompass.providers.remote import EXEC_MARK
 from agentcompass.readiness import local_readiness
 from agentcompass.sandbox import (DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals,
-                                  compose_refusal, refusal)
+                                  compose_refusal, refusal, uncapped_storage)
 from agentcompass.schema import Strict
 
 # Host folders a sandbox may never shadow: they hold the tools the commands run with.
@@ -185,6 +185,7 @@ class LocalProvider:
                 raise refusal(spec, "local", f'{field_name} = "{user}"', f"commands run as {getpass.getuser()}")
         # bwrap starts each command in a network namespace of its own: phases can differ; plain subprocesses cannot.
         common_refusals(spec, "local", switch_network=self.isolation == "bwrap")
+        uncapped_storage(spec, "local", "a host directory has no size")
         if "no-network" in spec.network_modes and self.isolation != "bwrap":
             raise refusal(spec, "local", 'network_mode = "no-network"', "isolation 'none' cannot cut the network")
 
