@@ -157,13 +157,13 @@ STORAGE_WARNED: set[str] = set()
 
 
 def common_refusals(spec: SandboxSpec, provider: str, *, gpus: bool = False, switch_network: bool = False,
-                    compose: bool = False) -> None:
+                    compose: bool = False, allowlist: bool = False) -> None:
     """What most providers refuse alike: sidecars, GPUs they do not have, allowlists (no egress filter), phase switches."""
     if not compose:
         compose_refusal(spec, provider)
     if spec.gpus and not gpus:
         raise refusal(spec, provider, f"[environment] gpus = {spec.gpus}", "no GPUs")
-    if "allowlist" in spec.network_modes:
+    if "allowlist" in spec.network_modes and not allowlist:
         raise refusal(spec, provider, 'network_mode = "allowlist"', "no egress filter by host name")
     if len(spec.network_modes) > 1 and not switch_network:
         raise refusal(spec, provider, f"network_mode {' and '.join(spec.network_modes)} in different phases ([environment], [agent], [verifier])",

@@ -214,7 +214,6 @@ def test_fields_honoured_on_docker(cli, base_image, tmp_path):
 @pytest.mark.docker
 @pytest.mark.parametrize("toml_extra, field", [
     ("[environment]\ngpus = 2\n", "[environment] gpus = 2"),
-    ('[verifier]\nallowed_hosts = ["pypi.org"]\n', 'network_mode = "allowlist"'),
 ])
 def test_docker_refuses_what_it_cannot_honour(cli, base_image, tmp_path, toml_extra, field):
     dataset, conf = tmp_path / "tasks", tmp_path / "conf"

@@ -160,6 +160,9 @@ class HarborFormat:
         if recipe.allow_internet is not None:
             baseline = "public" if recipe.allow_internet else "no-network"
         phases = {"agent": config.agent.network_mode or baseline, "verifier": config.verifier.network_mode or baseline}
+        # An allowlist phase's hosts: its own, else [environment]'s (whose mode it then shares).
+        hosts = {name: tuple(policy.allowed_hosts or environment.allowed_hosts)
+                 for name, policy in (("agent", config.agent), ("verifier", config.verifier)) if phases[name] == "allowlist"}
         declared = any(p.network_mode for p in (environment, config.agent, config.verifier))
         users = {f"[{name}] user": str(user) for name, user in (("agent", config.agent.user), ("verifier", config.verifier.user))
                  if user is not None}
@@ -204,6 +207,7 @@ class HarborFormat:
                 "solution_env": strings(config.solution.env),
                 "verifier_user": str(config.verifier.user) if config.verifier.user is not None else None,
                 "networks": phases if declared else {},
+                "allowed_hosts": hosts,
                 "healthcheck": environment.healthcheck.model_dump() if environment.healthcheck else None,
                 "environment_mode": verifier_environment_mode(task_dir, config),
                 # a separate verifier without its own table copies [environment]; its image comes from tests/
@@ -402,10 +406,12 @@ def open_logs(task: Task, sandbox: "Sandbox") -> None:
 
 
 def enter_phase(task: Task, sandbox: "Sandbox", phase: str) -> None:
-    """The phase's network_mode, where the task's phases differ ([agent], [verifier] over [environment])."""
+    """The phase's network_mode, where the task's phases differ ([agent], [verifier] over [environment])
+    or it has an allowlist (whose hosts are the phase's)."""
     mode = task.data["networks"].get(phase)
-    if mode and len(task.network_modes) > 1:
-        sandbox.set_network(mode)  # type: ignore[attr-defined]  # the provider's check made sure it can
+    if mode and (len(task.network_modes) > 1 or "allowlist" in task.network_modes):
+        hosts = task.data["allowed_hosts"].get(phase, ())
+        sandbox.set_network(mode, hosts)  # type: ignore[attr-defined]  # the provider's check made sure it can
 
 
 def await_healthy(check: dict[str, Any] | None, sandbox: "Sandbox", trial: "TrialContext") -> None:

@@ -31,6 +31,7 @@ from agentcompass.providers.remote import (
     process_owner, read_frames, upload_archive,
 )
 from agentcompass.providers.docker_build import BUILDS, BuildRequest, build_image
+from agentcompass.providers.docker_egress import CONTEXT as EGRESS_CONTEXT, PROXY_ENV, Egress, uses_egress
 from agentcompass.providers.docker_compose import (cleanup_networks, create_network, create_options, host_options,
                                                    networking, remove_services, start_services, volume_names)
 from agentcompass.sandbox import (DEFAULT_OUTPUT_CAP, ContainerSpec, ExecResult, SandboxSpec, cap_output, common_refusals,
@@ -74,6 +75,8 @@ class DockerProvider:
         # A task's [environment] storage_mb where the storage driver cannot cap a container's disk:
         # best_effort runs it on the engine's disk (one warning), required refuses it.
         storage_limit: Literal["best_effort", "required"] = "best_effort"
+        # What the egress proxy of allowlist tasks is built FROM (it apt-installs tinyproxy).
+        egress_base_image: str = Field(default_factory=lambda: os.environ.get("AGENTCOMPASS_BASE_IMAGE") or "debian:bookworm-slim")
 
     def __init__(self, keep: bool = False, **settings: Any) -> None:
         self.settings = self.Settings(**settings)
@@ -135,7 +138,11 @@ class DockerProvider:
 
         client = self.client
         # A compose task's network is its services' too: cutting it between phases would cut them off.
-        common_refusals(spec, "docker", gpus=self._engine_gpus, switch_network=spec.compose is None, compose=True)
+        if spec.compose and "allowlist" in spec.network_modes:
+            raise refusal(spec, "docker", 'network_mode = "allowlist" with docker-compose services',
+                          "its egress proxy serves a trial's own container only")
+        common_refusals(spec, "docker", gpus=self._engine_gpus, switch_network=spec.compose is None, compose=True,
+                        allowlist=True)
         if spec.storage_mb and self._storage_lack:
             if self.settings.storage_limit == "required":
                 raise refusal(spec, "docker", f"[environment] storage_mb = {spec.storage_mb}", self._storage_lack)
@@ -170,10 +177,15 @@ class DockerProvider:
             cpus = min(cpus, self._engine_cpus)
         memory_mb = settings.memory or spec.memory_mb
         api = self.client.api
-        # A task whose phases switch networks starts on the network and leaves it when a phase wants none.
-        switches = "public" in spec.network_modes
+        # A task whose phases switch networks starts on the network and leaves it when a phase wants none;
+        # one with an allowlist lives on a network of its own whose way out is the phase's proxy.
+        egress = Egress(self, spec) if uses_egress(spec) else None
+        switches = "public" in spec.network_modes and not egress
+        network = settings.network if spec.allow_internet or switches else "none"
+        if egress:
+            egress.open()
         host_config = api.create_host_config(
-            network_mode=(client.network_mode or spec.name) if client else settings.network if spec.allow_internet or switches else "none",
+            network_mode=(client.network_mode or spec.name) if client else spec.name if egress else network,
             device_requests=[docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])] if spec.gpus else None,
             nano_cpus=int(cpus * 1e9) if cpus else None,
             mem_limit=f"{memory_mb}m" if memory_mb else None,
@@ -182,7 +194,8 @@ class DockerProvider:
             **(host_options(client, spec.name) if client else {}),
         )
         create = dict(image=image, command=KEEP_ALIVE, entrypoint=["/bin/sh"], working_dir=spec.workdir or None,
-                      environment=spec.env, labels={**spec.labels, OWNER_LABEL: self._owner}, name=spec.name,
+                      environment={**spec.env, **(PROXY_ENV if egress else {})},
+                      labels={**spec.labels, OWNER_LABEL: self._owner}, name=spec.name,
                       host_config=host_config, detach=True)
         if client:  # a compose service keeps its own entrypoint and command: they may start what the task needs
             create.update(create_options(client))
@@ -199,13 +212,15 @@ class DockerProvider:
         except docker.errors.APIError as exc:
             if spec.compose:
                 remove_services(api, spec.name, services, volume_names(spec))
+            if egress:
+                egress.close()
             raise InfraError(f"cannot create container {spec.name} from {image}: {one_line(exc.explanation or exc)}") from exc
         if not spec.workdir:  # the image's own WorkingDir, `/` when it sets none (as `docker run` does)
             spec = dataclasses.replace(spec, workdir=api.inspect_image(image)["Config"].get("WorkingDir") or "/")
         if spec.compose:
             sandbox: DockerSandbox = ComposeSandbox(self.client, created["Id"], spec, settings, services, has_task_image=own)
         else:
-            sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own)
+            sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own, egress=egress)
         try:
             api.start(created["Id"])
         except docker.errors.APIError as exc:
@@ -305,6 +320,11 @@ class DockerProvider:
             return str(service.image)
         return self._build(service.build_context, log_dir, service.dockerfile, service.build_args,
                            log_name=f"build-{service.name}.log")
+
+    def egress_image(self, log_dir: Path | None) -> str:
+        """The egress proxy's image, built once per engine from agentcompass/providers/egress."""
+        return self._build(EGRESS_CONTEXT, log_dir, build_args={"BASE_IMAGE": self.settings.egress_base_image},
+                           log_name="build-egress.log")
 
     def _start_services(self, spec: SandboxSpec) -> list[str]:
         create_network(self.client.api, spec)
@@ -447,11 +467,12 @@ def context_digest(context: Path) -> str:
 
 class DockerSandbox(RemoteSandbox):
     def __init__(self, client: "docker.DockerClient", container_id: str, spec: SandboxSpec,
-                 settings: DockerProvider.Settings, has_task_image: bool = True) -> None:
+                 settings: DockerProvider.Settings, has_task_image: bool = True, egress: Egress | None = None) -> None:
         super().__init__(spec, settings, has_task_image)
         self.client = client
         self.api = client.api
         self.id = container_id
+        self.egress = egress  # an allowlist task's network and proxy
 
     def attach_hint(self) -> str:
         host = f"DOCKER_HOST={os.environ['DOCKER_HOST']} " if os.environ.get("DOCKER_HOST") else ""
@@ -484,10 +505,13 @@ class DockerSandbox(RemoteSandbox):
         cap = self.settings.output_cap_bytes
         return ExecResult(code, cap_output(stdout, cap), cap_output(stderr, cap), timed_out, time.monotonic() - start)
 
-    def set_network(self, mode: str) -> None:
-        """A phase's network (Harbor's network_mode): on the provider's network, or on none at all."""
+    def set_network(self, mode: str, allowed_hosts: tuple[str, ...] = ()) -> None:
+        """A phase's network (Harbor's network_mode): on the provider's network, or on none at all; with an
+        egress proxy (an allowlist task), the phase's proxy as well."""
         import docker
 
+        if self.egress:
+            self.egress.enter(mode, allowed_hosts)
         network, wanted = self.settings.network, mode == "public"
         attached = network in self.api.inspect_container(self.id)["NetworkSettings"]["Networks"]
         try:
@@ -590,6 +614,9 @@ class DockerSandbox(RemoteSandbox):
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
                 raise InfraError(f"cannot remove container {self.spec.name}: {one_line(exc.explanation or exc)}") from exc
+        finally:
+            if self.egress:
+                self.egress.close()
 
 
 class ComposeSandbox(DockerSandbox):

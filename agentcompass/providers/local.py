@@ -292,7 +292,7 @@ class LocalSandbox:
         code = 124 if done.timed_out else done.code
         return ExecResult(code, cap_output(done.stdout), cap_output(done.stderr), done.timed_out, time.monotonic() - start)
 
-    def set_network(self, mode: str) -> None:
+    def set_network(self, mode: str, allowed_hosts: tuple[str, ...] = ()) -> None:  # no allowlists here (refused)
         """A phase's network (Harbor's network_mode): the next commands' bwrap shares the host's or has none."""
         self.spec = dataclasses.replace(self.spec, allow_internet=mode == "public")
 
