@@ -94,7 +94,15 @@ def schema_fixtures(root: Path, base_image: str | None) -> list[str]:
                     'artifacts = ["/app/answer.txt"]\n[verifier]\nenvironment_mode = "separate"\nuser = "checker"\n')
         (task / "tests" / "Dockerfile").write_text(f"FROM {base_image}\nRUN useradd -m checker\nCOPY test.sh /tests/test.sh\n")
         make_sidecar_task(root, "sidecar-artifacts", base_image)
-        ids += ["hello-user", "separate-verifier", "sidecar-artifacts"]
+        # Harbor's hello-skills: the image holds a skill at skills_dir, which a skill-aware agent is handed.
+        task = make("hello-skills", "bash /skills/greet/greet.sh world > /app/greeting.txt",
+                    f'if [ "$(cat /app/greeting.txt)" = "hello, world" ]; {REWARD}', '[environment]\nskills_dir = "/skills"\n')
+        (task / "environment" / "Dockerfile").write_text(f"FROM {base_image}\nCOPY skills/ /skills/\nWORKDIR /app\n")
+        (task / "environment" / "skills" / "greet").mkdir(parents=True)
+        (task / "environment" / "skills" / "greet" / "SKILL.md").write_text(
+            "---\nname: greet\ndescription: greets someone\n---\nRun `bash /skills/greet/greet.sh NAME`.\n")
+        (task / "environment" / "skills" / "greet" / "greet.sh").write_text('echo "hello, $1"\n')
+        ids += ["hello-user", "separate-verifier", "sidecar-artifacts", "hello-skills"]
     # The interfaces of the command's own network namespace (/proc/net/dev, unlike /sys, is the namespace's).
     interfaces = "awk -F: 'NR > 2 {gsub(/ /, \"\", $1); print $1}' /proc/net/dev"
     make("network-policy", f"{interfaces} > /app/agent-net",
