@@ -143,6 +143,9 @@ class DockerProvider:
                           "its egress proxy serves a trial's own container only")
         common_refusals(spec, "docker", gpus=self._engine_gpus, switch_network=spec.compose is None, compose=True,
                         allowlist=True)
+        if uses_egress(spec):  # its proxy's image is built in the trial: its base must be to hand
+            self._check_build_bases(dataclasses.replace(spec, build_context=EGRESS_CONTEXT,
+                                                        build_args={"BASE_IMAGE": self.settings.egress_base_image}))
         if spec.storage_mb and self._storage_lack:
             if self.settings.storage_limit == "required":
                 raise refusal(spec, "docker", f"[environment] storage_mb = {spec.storage_mb}", self._storage_lack)
