@@ -17,6 +17,7 @@ import structlog
 from agentcompass.config import is_secret_override, public_dict
 from agentcompass.errors import UserError
 from agentcompass.formats.base import TaskFormat
+from agentcompass.harnesses.base import check_agent_tools
 from agentcompass.logs import RunLog
 from agentcompass.pacing import Pacer
 from agentcompass.progress import Progress
@@ -74,6 +75,9 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     recipe = resolved.benchmark
     task_format = resolve("format", recipe.format)(recipe)
     tasks = task_format.load()
+    harness_cfg = resolved.harness
+    harness_cls = resolve("harness", harness_name or harness_cfg.impl or harness_cfg.name)
+    check_agent_tools(harness_cls, harness_name or harness_cfg.name, tasks)
     env = resolved.env
     provider = resolve("provider", env.impl or env.name)(**resolved.settings_of(env), keep=resolved.run.keep_environment)
     grading_spec = getattr(task_format, "grading_spec", None)  # a fresh grading sandbox must be possible too
@@ -82,8 +86,6 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
         for checked in (spec, grading_spec(task, spec) if grading_spec else None):
             if checked is not None:
                 provider.check(checked)
-    harness_cfg = resolved.harness
-    harness_cls = resolve("harness", harness_name or harness_cfg.impl or harness_cfg.name)
     if getattr(harness_cls, "needs_model", False) and resolved.model.name == "none":
         raise UserError(f"harness '{harness_cfg.name}' needs a model; pass a preset (agentcompass list models) or a provider/model string")
     harness = harness_cls(**resolved.settings_of(harness_cfg))

@@ -7,6 +7,7 @@ and download. The local provider implements the same contract on the host.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -70,6 +71,7 @@ class ContainerSpec:
     memory_mb: int | None = None
     network_mode: str | None = None  # e.g. host, none; default: the trial's own network
     healthcheck: dict[str, Any] | None = None  # the engine's format (test, interval in ns, ...); waited for
+    depends_on: dict[str, str] = field(default_factory=dict)  # service -> compose condition (service_healthy, ...)
 
 
 @dataclass
@@ -78,6 +80,9 @@ class ComposeSpec:
 
     client: ContainerSpec
     services: list[ContainerSpec] = field(default_factory=list)
+    # The services are part of the task (Harbor's sidecars): a provider without them refuses the task.
+    # False: the client alone still runs the task (Terminal-Bench, whose tasks mostly have no others).
+    required: bool = False
 
 
 @dataclass
@@ -128,11 +133,37 @@ def refusal(spec: SandboxSpec, provider: str, need: str, lack: str) -> UserError
                      f"run it with another --env or leave the task out (--benchmark-params '{{\"sample_ids\": [...]}}')")
 
 
-def common_refusals(spec: SandboxSpec, provider: str, *, gpus: bool = False, switch_network: bool = False) -> None:
-    """What most providers refuse alike: GPUs they do not have, allowlists (no egress filter), phase switches."""
+def compose_refusal(spec: SandboxSpec, provider: str) -> None:
+    """A task whose docker-compose services are part of it (Harbor's sidecars) needs a provider that runs them."""
+    if spec.compose and spec.compose.required and spec.compose.services:
+        names = ", ".join(s.name for s in spec.compose.services)
+        raise refusal(spec, provider, f"environment/docker-compose.yaml sidecar services ({names})",
+                      "it runs one container per trial; --env docker runs them")
+
+
+def uncapped_storage(spec: SandboxSpec, provider: str, why: str) -> None:
+    """[environment] storage_mb where no disk cap can be set: the task runs on the provider's own disk, so it
+    gets at least what it asks for (Harbor's size is what cloud sandboxes are given), never less. Said once
+    per process and provider, not silently."""
+    if not spec.storage_mb or provider in STORAGE_WARNED:
+        return
+    STORAGE_WARNED.add(provider)
+    print(f"warning: task '{spec.name}' asks for [environment] storage_mb = {spec.storage_mb}, which the {provider} "
+          f"provider cannot cap ({why}): such tasks run with the provider's disk (more, not less)",
+          file=sys.stderr, flush=True)
+
+
+STORAGE_WARNED: set[str] = set()
+
+
+def common_refusals(spec: SandboxSpec, provider: str, *, gpus: bool = False, switch_network: bool = False,
+                    compose: bool = False, allowlist: bool = False) -> None:
+    """What most providers refuse alike: sidecars, GPUs they do not have, allowlists (no egress filter), phase switches."""
+    if not compose:
+        compose_refusal(spec, provider)
     if spec.gpus and not gpus:
         raise refusal(spec, provider, f"[environment] gpus = {spec.gpus}", "no GPUs")
-    if "allowlist" in spec.network_modes:
+    if "allowlist" in spec.network_modes and not allowlist:
         raise refusal(spec, provider, 'network_mode = "allowlist"', "no egress filter by host name")
     if len(spec.network_modes) > 1 and not switch_network:
         raise refusal(spec, provider, f"network_mode {' and '.join(spec.network_modes)} in different phases ([environment], [agent], [verifier])",

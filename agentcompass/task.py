@@ -38,6 +38,9 @@ class Task:
     verify_timeout_s: float | None = None
     build_timeout_s: float | None = None
     compose: ComposeSpec | None = None  # docker-compose services around the sandbox
+    # What the task hands its agent beyond the shell, by field (Harbor's mcp_servers, skills_dir): only a
+    # harness naming the field in its `task_tools` may run the task (see harnesses/base.py).
+    agent_tools: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)  # format-specific payload
 
     def sandbox_spec(self, name: str, labels: dict[str, str], log_dir: Path | None,

@@ -93,7 +93,16 @@ def schema_fixtures(root: Path, base_image: str | None) -> list[str]:
                     f'if [ "$(cat /app/answer.txt)" = 42 ] && [ "$(whoami)" = checker ]; {REWARD}',
                     'artifacts = ["/app/answer.txt"]\n[verifier]\nenvironment_mode = "separate"\nuser = "checker"\n')
         (task / "tests" / "Dockerfile").write_text(f"FROM {base_image}\nRUN useradd -m checker\nCOPY test.sh /tests/test.sh\n")
-        ids += ["hello-user", "separate-verifier"]
+        make_sidecar_task(root, "sidecar-artifacts", base_image)
+        # Harbor's hello-skills: the image holds a skill at skills_dir, which a skill-aware agent is handed.
+        task = make("hello-skills", "bash /skills/greet/greet.sh world > /app/greeting.txt",
+                    f'if [ "$(cat /app/greeting.txt)" = "hello, world" ]; {REWARD}', '[environment]\nskills_dir = "/skills"\n')
+        (task / "environment" / "Dockerfile").write_text(f"FROM {base_image}\nCOPY skills/ /skills/\nWORKDIR /app\n")
+        (task / "environment" / "skills" / "greet").mkdir(parents=True)
+        (task / "environment" / "skills" / "greet" / "SKILL.md").write_text(
+            "---\nname: greet\ndescription: greets someone\n---\nRun `bash /skills/greet/greet.sh NAME`.\n")
+        (task / "environment" / "skills" / "greet" / "greet.sh").write_text('echo "hello, $1"\n')
+        ids += ["hello-user", "separate-verifier", "sidecar-artifacts", "hello-skills"]
     # The interfaces of the command's own network namespace (/proc/net/dev, unlike /sys, is the namespace's).
     interfaces = "awk -F: 'NR > 2 {gsub(/ /, \"\", $1); print $1}' /proc/net/dev"
     make("network-policy", f"{interfaces} > /app/agent-net",
@@ -122,4 +131,41 @@ def make_multi_step(root: Path, task_id: str, dockerfile: str | None, first_min_
         (task / "steps" / step / "solution" / "solve.sh").write_text(f"echo {line} >> /app/log.txt\n")
         (task / "steps" / step / "tests" / "test.sh").write_text(
             f'if [ "$(tail -n1 /app/log.txt 2>/dev/null)" = {line} ]; {REWARD}\n')
+    return task
+
+
+# -- a task with a docker-compose sidecar, in the spirit of Harbor's sidecar-artifacts ----------------
+SECRET = "sidecar-says-42"
+SIDECAR_COMPOSE = """\
+services:
+  main:
+    depends_on:
+      api:
+        condition: service_healthy
+  api:
+    build:
+      context: ./api
+    healthcheck:
+      test: ["CMD-SHELL", "python3 -c 'import urllib.request as u; u.urlopen(\\"http://localhost:8000/health.txt\\")'"]
+      interval: 1s
+      retries: 30
+"""
+
+
+def make_sidecar_task(root: Path, task_id: str, base_image: str) -> Path:
+    """The agent fetches a value from the `api` sidecar (reached by its service name, after its healthcheck
+    passed); a separate verifier checks the value and the sidecar's request log, an artifact of service api."""
+    task = make_task(root, task_id, dockerfile=f"FROM {base_image}\nWORKDIR /app\n",
+                     solve="python3 -c 'import urllib.request as u; print(u.urlopen(\"http://api:8000/secret.txt\").read().decode().strip())'"
+                           " > /app/answer.txt",
+                     test=f'if [ "$(cat /app/answer.txt)" = {SECRET} ] && grep -q "GET /secret.txt" /var/log/api/requests.log; {REWARD}')
+    add_toml(task, 'artifacts = ["/app/answer.txt", { source = "/var/log/api/requests.log", service = "api" }]\n'
+                   '[verifier]\nenvironment_mode = "separate"\n')
+    (task / "tests" / "Dockerfile").write_text(f"FROM {base_image}\nCOPY test.sh /tests/test.sh\n")
+    (task / "environment" / "docker-compose.yaml").write_text(SIDECAR_COMPOSE)
+    api = task / "environment" / "api"
+    api.mkdir()
+    (api / "Dockerfile").write_text(
+        f"FROM {base_image}\nRUN mkdir -p /srv /var/log/api && echo ok > /srv/health.txt && echo {SECRET} > /srv/secret.txt\n"
+        'CMD ["sh", "-c", "exec python3 -u -m http.server 8000 --directory /srv 2>>/var/log/api/requests.log"]\n')
     return task

@@ -23,7 +23,7 @@ FULL_TOML = textwrap.dedent("""\
     schema_version = "1.3"
     source = "examples"
     multi_step_reward_strategy = "final"
-    artifacts = ["/app/out.txt", { source = "/app/log", destination = "logs" }]
+    artifacts = ["/app/out.txt", { source = "/app/log", destination = "logs", service = "main" }]
     [task]
     name = "org/full"
     description = "all fields"
@@ -207,14 +207,13 @@ def test_fields_honoured_on_local(cli, tmp_path):
 def test_fields_honoured_on_docker(cli, base_image, tmp_path):
     rows = validate_fixtures(cli, tmp_path, "docker", base_image)
     check_multi_step(rows)
-    for task_id in ("hello-user", "network-policy", "hello-healthcheck", "separate-verifier"):
+    for task_id in ("hello-user", "network-policy", "hello-healthcheck", "separate-verifier", "sidecar-artifacts", "hello-skills"):
         assert rows[task_id]["reward"] == 1.0, rows[task_id]
 
 
 @pytest.mark.docker
 @pytest.mark.parametrize("toml_extra, field", [
     ("[environment]\ngpus = 2\n", "[environment] gpus = 2"),
-    ('[verifier]\nallowed_hosts = ["pypi.org"]\n', 'network_mode = "allowlist"'),
 ])
 def test_docker_refuses_what_it_cannot_honour(cli, base_image, tmp_path, toml_extra, field):
     dataset, conf = tmp_path / "tasks", tmp_path / "conf"

@@ -22,6 +22,8 @@ from agentcompass.errors import InfraError, UserError, VerifierError
 from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
 from agentcompass.formats.harbor_schema import Artifact, Environment, Step, TaskConfig, unknown_fields
 from agentcompass.formats.sources import dataset_root
+from agentcompass.formats.terminal_bench_compose import COMPOSE_FILES, compose_services
+from agentcompass.sandbox import ComposeSpec
 from agentcompass.schema import Recipe
 from agentcompass.task import AgentOutcome, Grade, Task
 
@@ -33,6 +35,7 @@ DEFAULT_AGENT_TIMEOUT = 600.0
 DEFAULT_VERIFY_TIMEOUT = 300.0
 VERIFIER_DIR = "/logs/verifier"
 ARTIFACTS_DIR = "/logs/artifacts"  # copied to a separate verifier, as Harbor does
+MAIN = "main"  # the agent's service in a task's docker-compose.yaml
 WARNED: set[str] = set()  # the unknown-field warnings this process printed
 SETUP_SCRIPT = ".setup.sh"  # in environment/workspace: what the Dockerfile RUNs, for hosts without a build
 
@@ -50,13 +53,44 @@ def verifier_environment_mode(task_dir: Path, config: TaskConfig) -> str:
     return mode
 
 
-def artifact_paths(task_dir: Path, artifacts: list[str | Artifact]) -> list[str]:
-    """task.toml's top-level artifacts: absolute paths, or tables with a `source` path."""
-    paths = [a.source if isinstance(a, Artifact) else a for a in artifacts]
-    bad = [p for p in paths if not p.startswith("/")]
-    if bad:
-        raise UserError(f"{task_dir / 'task.toml'}: artifacts must be absolute paths, got {bad[0]!r}")
-    return paths
+def artifact_paths(task_dir: Path, artifacts: list[str | Artifact], compose: ComposeSpec | None) -> list[tuple[str, str]]:
+    """task.toml's top-level artifacts as (service, absolute path): paths, or tables with a `source` path
+    and the compose `service` holding it (main, the agent's, by default)."""
+    found = [(a.service or MAIN, a.source) if isinstance(a, Artifact) else (MAIN, a) for a in artifacts]
+    services = {MAIN, *(s.name for s in compose.services)} if compose else {MAIN}
+    where = task_dir / "task.toml"
+    for service, path in found:
+        if not path.startswith("/") or ".." in path.split("/"):
+            raise UserError(f"{where}: artifacts must be absolute paths without '..', got {path!r}")
+        if service not in services:
+            raise UserError(f"{where}: artifact {path!r} names service {service!r}, which environment/docker-compose.yaml "
+                            f"does not define (services: {', '.join(sorted(services))})")
+    paths = [path for _, path in found]
+    clash = next((path for path in paths if paths.count(path) > 1), None)
+    if clash:  # both would land on one path in the trial dir and in a separate verifier
+        raise UserError(f"{where}: artifact {clash!r} is named twice (from different services?); collect each path once")
+    return found
+
+
+def compose_spec(task_dir: Path, environment: Environment, image: str | None, build_args: dict[str, str]) -> ComposeSpec | None:
+    """environment/docker-compose.yaml over Harbor's base: `main` is the agent's container, of the task's own
+    image (docker_image or environment/Dockerfile), kept alive as Harbor keeps it; the others are sidecars."""
+    compose = next((task_dir / "environment" / n for n in COMPOSE_FILES if (task_dir / "environment" / n).is_file()), None)
+    if compose is None:
+        return None
+    variables = {  # what Harbor's own compose files define, for the task's file to use
+        "MAIN_IMAGE_NAME": image or f"hb__{task_dir.name.lower()}", "CONTEXT_DIR": str(compose.parent),
+        "CPUS": str(environment.cpus or 1), "MEMORY": f"{environment.memory_mb or 2048}M",
+        "ENV_VERIFIER_LOGS_PATH": VERIFIER_DIR, "ENV_AGENT_LOGS_PATH": "/logs/agent", "ENV_ARTIFACTS_PATH": ARTIFACTS_DIR,
+    }
+    services = compose_services(compose, MAIN, variables, "a Harbor task", own_image=True)
+    main = services.pop(MAIN)
+    # main's image is the task's, whatever the file says of it (Harbor's base defines it).
+    main.image, main.build_context, main.dockerfile = None, None, "Dockerfile"
+    main.build_args = {**build_args, **main.build_args}
+    if main.entrypoint is None and main.command is None:
+        main.command = ["sh", "-c", "sleep infinity"]
+    return ComposeSpec(client=main, services=list(services.values()), required=True)
 
 
 def read_config(task_dir: Path) -> TaskConfig:
@@ -126,10 +160,14 @@ class HarborFormat:
         if recipe.allow_internet is not None:
             baseline = "public" if recipe.allow_internet else "no-network"
         phases = {"agent": config.agent.network_mode or baseline, "verifier": config.verifier.network_mode or baseline}
+        # An allowlist phase's hosts: its own, else [environment]'s (whose mode it then shares).
+        hosts = {name: tuple(policy.allowed_hosts or environment.allowed_hosts)
+                 for name, policy in (("agent", config.agent), ("verifier", config.verifier)) if phases[name] == "allowlist"}
         declared = any(p.network_mode for p in (environment, config.agent, config.verifier))
         users = {f"[{name}] user": str(user) for name, user in (("agent", config.agent.user), ("verifier", config.verifier.user))
                  if user is not None}
         steps = [self.step_data(task_dir, config, step) for step in config.steps]
+        compose = compose_spec(task_dir, environment, image, dict(recipe.build_args))
         if environment.os != "linux":  # every provider here runs Linux sandboxes
             raise UserError(f"task '{task_dir.name}' needs [environment] os = \"{environment.os}\", which no provider "
                             f"here can honour (they run Linux sandboxes); leave the task out")
@@ -145,7 +183,7 @@ class HarborFormat:
             build_args=dict(recipe.build_args),
             runs_on_host=recipe.runs_on_host,
             seed_dir=seed if seed.is_dir() else None,
-            env={**recipe.env, **strings(environment.env)},
+            env={**(compose.client.env if compose else {}), **recipe.env, **strings(environment.env)},
             cpus=recipe.resources.cpus or environment.cpus,
             memory_mb=recipe.resources.memory_mb or environment.memory_mb,
             storage_mb=environment.storage_mb,
@@ -158,6 +196,9 @@ class HarborFormat:
             agent_timeout_s=recipe.timeouts.agent or config.agent.timeout_sec or DEFAULT_AGENT_TIMEOUT,
             verify_timeout_s=recipe.timeouts.verify or config.verifier.timeout_sec or DEFAULT_VERIFY_TIMEOUT,
             build_timeout_s=recipe.timeouts.build or environment.build_timeout_sec,
+            compose=compose,
+            agent_tools={k: v for k, v in (("mcp_servers", [m.model_dump() for m in environment.mcp_servers]),
+                                           ("skills_dir", environment.skills_dir)) if v},
             data={
                 "dir": str(task_dir),
                 "tests": [str(task_dir / "tests")],
@@ -166,11 +207,12 @@ class HarborFormat:
                 "solution_env": strings(config.solution.env),
                 "verifier_user": str(config.verifier.user) if config.verifier.user is not None else None,
                 "networks": phases if declared else {},
+                "allowed_hosts": hosts,
                 "healthcheck": environment.healthcheck.model_dump() if environment.healthcheck else None,
                 "environment_mode": verifier_environment_mode(task_dir, config),
                 # a separate verifier without its own table copies [environment]; its image comes from tests/
                 "verifier_environment": (config.verifier.environment or environment.model_copy(update={"docker_image": None})).model_dump(),
-                "artifacts": artifact_paths(task_dir, config.artifacts),
+                "artifacts": artifact_paths(task_dir, config.artifacts, compose),
                 "steps": steps,
                 "multi_step_reward_strategy": config.multi_step_reward_strategy,
             },
@@ -263,20 +305,26 @@ class HarborFormat:
             cpus=self.recipe.resources.cpus or env.cpus, memory_mb=self.recipe.resources.memory_mb or env.memory_mb,
             storage_mb=env.storage_mb, gpus=env.gpus, allow_internet=network == "public",
             network_modes=(network,) if task.data["networks"] else (), users={"[verifier] user": user} if user else {},
+            compose=None,  # the verifier runs alone, as in Harbor: the sidecars ended with the agent's sandbox
         )
 
     def collect(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> AgentOutcome:
-        """What the separate verifier gets from the agent's sandbox: /logs/artifacts and the task's artifacts."""
-        for path in (ARTIFACTS_DIR, *task.data["artifacts"]):
+        """What the separate verifier gets from the agent's sandbox (and its sidecars): /logs/artifacts and
+        the task's artifacts, each under the trial's artifacts/ at its own path."""
+        for service, path in ((MAIN, ARTIFACTS_DIR), *task.data["artifacts"]):
+            local = trial.dir / "artifacts" / path.lstrip("/")
             try:
-                sandbox.download(path, trial.dir / "artifacts" / path.lstrip("/"))
+                if service == MAIN:
+                    sandbox.download(path, local)
+                else:
+                    sandbox.download_from_service(service, path, local)  # type: ignore[attr-defined]  # compose: docker
             except FileNotFoundError:
                 continue
         return outcome
 
     def stage_grading(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
         open_logs(task, sandbox)
-        for path in (ARTIFACTS_DIR, *task.data["artifacts"]):
+        for path in (ARTIFACTS_DIR, *(path for _, path in task.data["artifacts"])):
             local = trial.dir / "artifacts" / path.lstrip("/")
             if local.exists():
                 sandbox.upload(local, path)
@@ -358,10 +406,12 @@ def open_logs(task: Task, sandbox: "Sandbox") -> None:
 
 
 def enter_phase(task: Task, sandbox: "Sandbox", phase: str) -> None:
-    """The phase's network_mode, where the task's phases differ ([agent], [verifier] over [environment])."""
+    """The phase's network_mode, where the task's phases differ ([agent], [verifier] over [environment])
+    or it has an allowlist (whose hosts are the phase's)."""
     mode = task.data["networks"].get(phase)
-    if mode and len(task.network_modes) > 1:
-        sandbox.set_network(mode)  # type: ignore[attr-defined]  # the provider's check made sure it can
+    if mode and (len(task.network_modes) > 1 or "allowlist" in task.network_modes):
+        hosts = task.data["allowed_hosts"].get(phase, ())
+        sandbox.set_network(mode, hosts)  # type: ignore[attr-defined]  # the provider's check made sure it can
 
 
 def await_healthy(check: dict[str, Any] | None, sandbox: "Sandbox", trial: "TrialContext") -> None:

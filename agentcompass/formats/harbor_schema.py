@@ -127,6 +127,7 @@ class Artifact(Open):
     source: str
     destination: str | None = None
     exclude: list[str] = Field(default_factory=list)
+    service: str | None = None  # a docker-compose service to collect it from; None: main (the agent's)
 
 
 class Step(Open):

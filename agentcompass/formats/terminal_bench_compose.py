@@ -157,7 +157,8 @@ def healthcheck(value: Any) -> dict[str, Any] | None:
     return {key: item for key, item in check.items() if item is not None}
 
 
-def read_service(compose: Path, name: str, spec: Any) -> ContainerSpec:
+def read_service(compose: Path, name: str, spec: Any, own_image: bool = False) -> ContainerSpec:
+    """One service; `own_image`: its image is the task's (Harbor's `main`), so it may name neither build nor image."""
     spec = spec or {}
     limits = ((spec.get("deploy") or {}).get("resources") or {}).get("limits") or {}
     cpus = limits.get("cpus", spec.get("cpus"))
@@ -181,9 +182,17 @@ def read_service(compose: Path, name: str, spec: Any) -> ContainerSpec:
         service.build_args = mapping(build.get("args"))
     elif spec.get("image"):
         service.image = str(spec["image"])
-    else:
+    elif not own_image:
         raise UserError(f"{compose}: service {name} has neither build nor image")
+    service.depends_on = depends_on(spec.get("depends_on"))
     return service
+
+
+def depends_on(value: Any) -> dict[str, str]:
+    """A compose depends_on (a list, or a mapping with conditions) as service -> condition."""
+    if isinstance(value, dict):
+        return {str(k): str((v or {}).get("condition") or "service_started") for k, v in value.items()}
+    return {str(name): "service_started" for name in value or []}
 
 
 def read_services(task_dir: Path) -> dict[str, ContainerSpec]:
@@ -194,12 +203,20 @@ def read_services(task_dir: Path) -> dict[str, ContainerSpec]:
             # As the usual task template's compose file would give it.
             return {CLIENT: ContainerSpec(name=CLIENT, build_context=task_dir, env={"TEST_DIR": TEST_DIR})}
         raise UserError(f"Terminal-Bench task '{task_dir.name}' has neither a Dockerfile nor a docker-compose.yaml")
-    data = interpolate_tree(read_yaml(compose), harness_variables(task_dir.name))
+    return compose_services(compose, CLIENT, harness_variables(task_dir.name), "a Terminal-Bench task")
+
+
+def compose_services(compose: Path, client: str, variables: dict[str, str], who: str,
+                     own_image: bool = False) -> dict[str, ContainerSpec]:
+    """A compose file's services, `client` (the agent's sandbox) first, the others in start order.
+    `own_image`: the client's image is the task's own, so its entry may name neither build nor image."""
+    data = interpolate_tree(read_yaml(compose), variables)
     services = data.get("services") if isinstance(data, dict) else None
-    if not isinstance(services, dict) or CLIENT not in services:
-        raise UserError(f"{compose}: no `{CLIENT}` service; a Terminal-Bench task runs its agent in the client service")
-    ordered = {CLIENT: services[CLIENT], **{k: services[k] for k in start_order(services) if k != CLIENT}}
-    return {str(name): read_service(compose, str(name), spec) for name, spec in ordered.items()}
+    if not isinstance(services, dict) or (client not in services and not own_image):
+        raise UserError(f"{compose}: no `{client}` service; {who} runs its agent in the {client} service")
+    ordered = {client: services.get(client), **{k: services[k] for k in start_order(services) if k != client}}
+    return {str(name): read_service(compose, str(name), spec, own_image and name == client)
+            for name, spec in ordered.items()}
 
 
 def start_order(services: dict[str, Any]) -> list[str]:

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, Field
 
@@ -31,9 +31,11 @@ from agentcompass.providers.remote import (
     process_owner, read_frames, upload_archive,
 )
 from agentcompass.providers.docker_build import BUILDS, BuildRequest, build_image
+from agentcompass.providers.docker_egress import CONTEXT as EGRESS_CONTEXT, PROXY_ENV, Egress, uses_egress
 from agentcompass.providers.docker_compose import (cleanup_networks, create_network, create_options, host_options,
                                                    networking, remove_services, start_services, volume_names)
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ContainerSpec, ExecResult, SandboxSpec, cap_output, common_refusals
+from agentcompass.sandbox import (DEFAULT_OUTPUT_CAP, ContainerSpec, ExecResult, SandboxSpec, cap_output, common_refusals,
+                                  refusal, uncapped_storage)
 from agentcompass.schema import Positive, PositiveInt, Strict
 
 if TYPE_CHECKING:
@@ -70,6 +72,11 @@ class DockerProvider:
         buildkit: bool = True  # build with BuildKit through the docker CLI when one can; else the legacy builder
         api_timeout_s: Positive = 300.0  # one engine API call (create, upload, remove, ...)
         max_connections: PositiveInt = 64  # HTTP connections to the engine: one per exec in flight
+        # A task's [environment] storage_mb where the storage driver cannot cap a container's disk:
+        # best_effort runs it on the engine's disk (one warning), required refuses it.
+        storage_limit: Literal["best_effort", "required"] = "best_effort"
+        # What the egress proxy of allowlist tasks is built FROM (it apt-installs tinyproxy).
+        egress_base_image: str = Field(default_factory=lambda: os.environ.get("AGENTCOMPASS_BASE_IMAGE") or "debian:bookworm-slim")
 
     def __init__(self, keep: bool = False, **settings: Any) -> None:
         self.settings = self.Settings(**settings)
@@ -77,6 +84,7 @@ class DockerProvider:
         self._client: "docker.DockerClient | None" = None
         self._engine_cpus = 0
         self._engine_gpus = False  # the engine has the nvidia runtime
+        self._storage_lack: str | None = None  # why the engine cannot cap a container's disk (None: it can)
         self._lock = threading.Lock()
         self._image_locks: dict[str, threading.Lock] = {}
         self._ready: set[str] = set()  # images known to be present on the engine
@@ -102,6 +110,7 @@ class DockerProvider:
             info = client.info()
             self._engine_cpus = int(info.get("NCPU") or 0)
             self._engine_gpus = "nvidia" in (info.get("Runtimes") or {})
+            self._storage_lack = storage_lack(info)
         except docker.errors.DockerException as exc:
             raise UserError(f"no Docker engine answers at {docker_host()} (DOCKER_HOST) ({one_line(exc)[:200]}); {START_HINT}") from exc
         return client
@@ -129,7 +138,19 @@ class DockerProvider:
 
         client = self.client
         # A compose task's network is its services' too: cutting it between phases would cut them off.
-        common_refusals(spec, "docker", gpus=self._engine_gpus, switch_network=spec.compose is None)
+        if spec.compose and "allowlist" in spec.network_modes:
+            raise refusal(spec, "docker", 'network_mode = "allowlist" with docker-compose services',
+                          "its egress proxy serves a trial's own container only")
+        common_refusals(spec, "docker", gpus=self._engine_gpus, switch_network=spec.compose is None, compose=True,
+                        allowlist=True)
+        if uses_egress(spec):  # its proxy's image is built in the trial: its base must be to hand
+            self._check_build_bases(dataclasses.replace(spec, build_context=EGRESS_CONTEXT,
+                                                        build_args={"BASE_IMAGE": self.settings.egress_base_image}))
+        if spec.storage_mb and self._storage_lack:
+            if self.settings.storage_limit == "required":
+                raise refusal(spec, "docker", f"[environment] storage_mb = {spec.storage_mb}", self._storage_lack)
+            uncapped_storage(spec, "docker", f"{self._storage_lack}; --env-params '{{\"storage_limit\": \"required\"}}' "
+                                             "refuses such tasks instead")
         image = self.settings.image or spec.image
         if image is None:
             if spec.build_context is None:
@@ -159,18 +180,25 @@ class DockerProvider:
             cpus = min(cpus, self._engine_cpus)
         memory_mb = settings.memory or spec.memory_mb
         api = self.client.api
-        # A task whose phases switch networks starts on the network and leaves it when a phase wants none.
-        switches = "public" in spec.network_modes
+        # A task whose phases switch networks starts on the network and leaves it when a phase wants none;
+        # one with an allowlist lives on a network of its own whose way out is the phase's proxy.
+        egress = Egress(self, spec) if uses_egress(spec) else None
+        switches = "public" in spec.network_modes and not egress
+        network = settings.network if spec.allow_internet or switches else "none"
+        if egress:
+            egress.open()
         host_config = api.create_host_config(
-            network_mode=(client.network_mode or spec.name) if client else settings.network if spec.allow_internet or switches else "none",
+            network_mode=(client.network_mode or spec.name) if client else spec.name if egress else network,
             device_requests=[docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])] if spec.gpus else None,
             nano_cpus=int(cpus * 1e9) if cpus else None,
             mem_limit=f"{memory_mb}m" if memory_mb else None,
+            storage_opt={"size": f"{spec.storage_mb}M"} if spec.storage_mb and not self._storage_lack else None,
             init=settings.init,
             **(host_options(client, spec.name) if client else {}),
         )
         create = dict(image=image, command=KEEP_ALIVE, entrypoint=["/bin/sh"], working_dir=spec.workdir or None,
-                      environment=spec.env, labels={**spec.labels, OWNER_LABEL: self._owner}, name=spec.name,
+                      environment={**spec.env, **(PROXY_ENV if egress else {})},
+                      labels={**spec.labels, OWNER_LABEL: self._owner}, name=spec.name,
                       host_config=host_config, detach=True)
         if client:  # a compose service keeps its own entrypoint and command: they may start what the task needs
             create.update(create_options(client))
@@ -187,13 +215,15 @@ class DockerProvider:
         except docker.errors.APIError as exc:
             if spec.compose:
                 remove_services(api, spec.name, services, volume_names(spec))
+            if egress:
+                egress.close()
             raise InfraError(f"cannot create container {spec.name} from {image}: {one_line(exc.explanation or exc)}") from exc
         if not spec.workdir:  # the image's own WorkingDir, `/` when it sets none (as `docker run` does)
             spec = dataclasses.replace(spec, workdir=api.inspect_image(image)["Config"].get("WorkingDir") or "/")
         if spec.compose:
             sandbox: DockerSandbox = ComposeSandbox(self.client, created["Id"], spec, settings, services, has_task_image=own)
         else:
-            sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own)
+            sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own, egress=egress)
         try:
             api.start(created["Id"])
         except docker.errors.APIError as exc:
@@ -293,6 +323,11 @@ class DockerProvider:
             return str(service.image)
         return self._build(service.build_context, log_dir, service.dockerfile, service.build_args,
                            log_name=f"build-{service.name}.log")
+
+    def egress_image(self, log_dir: Path | None) -> str:
+        """The egress proxy's image, built once per engine from agentcompass/providers/egress."""
+        return self._build(EGRESS_CONTEXT, log_dir, build_args={"BASE_IMAGE": self.settings.egress_base_image},
+                           log_name="build-egress.log")
 
     def _start_services(self, spec: SandboxSpec) -> list[str]:
         create_network(self.client.api, spec)
@@ -396,6 +431,16 @@ def base_images(dockerfile: str, build_args: dict[str, str]) -> list[str]:
     return [re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m[1], m[0]), ref) for ref in from_images(dockerfile)]
 
 
+def storage_lack(info: dict[str, Any]) -> str | None:
+    """Why the engine's storage driver cannot cap a container's disk (--storage-opt size), None when it can:
+    btrfs, zfs, devicemapper and windowsfilter can; overlay2 only over xfs (mounted with pquota)."""
+    driver = str(info.get("Driver") or "unknown")
+    backing = dict((info.get("DriverStatus") or [])).get("Backing Filesystem", "unknown")
+    if driver in ("btrfs", "zfs", "devicemapper", "windowsfilter") or (driver == "overlay2" and backing == "xfs"):
+        return None
+    return f"its {driver} storage driver on {backing} sets no disk size"
+
+
 def pull_failure(image: str, answer: Any) -> str:
     explanation = getattr(answer, "explanation", None) or answer
     return (f"cannot pull image '{image}': {one_line(explanation)[:300]}; make it available to the engine "
@@ -425,11 +470,12 @@ def context_digest(context: Path) -> str:
 
 class DockerSandbox(RemoteSandbox):
     def __init__(self, client: "docker.DockerClient", container_id: str, spec: SandboxSpec,
-                 settings: DockerProvider.Settings, has_task_image: bool = True) -> None:
+                 settings: DockerProvider.Settings, has_task_image: bool = True, egress: Egress | None = None) -> None:
         super().__init__(spec, settings, has_task_image)
         self.client = client
         self.api = client.api
         self.id = container_id
+        self.egress = egress  # an allowlist task's network and proxy
 
     def attach_hint(self) -> str:
         host = f"DOCKER_HOST={os.environ['DOCKER_HOST']} " if os.environ.get("DOCKER_HOST") else ""
@@ -462,10 +508,13 @@ class DockerSandbox(RemoteSandbox):
         cap = self.settings.output_cap_bytes
         return ExecResult(code, cap_output(stdout, cap), cap_output(stderr, cap), timed_out, time.monotonic() - start)
 
-    def set_network(self, mode: str) -> None:
-        """A phase's network (Harbor's network_mode): on the provider's network, or on none at all."""
+    def set_network(self, mode: str, allowed_hosts: tuple[str, ...] = ()) -> None:
+        """A phase's network (Harbor's network_mode): on the provider's network, or on none at all; with an
+        egress proxy (an allowlist task), the phase's proxy as well."""
         import docker
 
+        if self.egress:
+            self.egress.enter(mode, allowed_hosts)
         network, wanted = self.settings.network, mode == "public"
         attached = network in self.api.inspect_container(self.id)["NetworkSettings"]["Networks"]
         try:
@@ -536,10 +585,13 @@ class DockerSandbox(RemoteSandbox):
 
     def download(self, remote: str, local: Path) -> None:
         """Copy `remote` (a file, or a directory's contents) to `local`; FileNotFoundError when it is missing."""
+        self._download(self.id, remote, local)
+
+    def _download(self, container: str, remote: str, local: Path) -> None:
         import docker
 
         try:
-            stream, _ = self.api.get_archive(self.id, remote)
+            stream, _ = self.api.get_archive(container, remote)
         except docker.errors.NotFound as exc:
             self._raise_if_lost()  # a removed container has no files either: that is not the task's verdict
             raise FileNotFoundError(remote) from exc
@@ -565,6 +617,9 @@ class DockerSandbox(RemoteSandbox):
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
                 raise InfraError(f"cannot remove container {self.spec.name}: {one_line(exc.explanation or exc)}") from exc
+        finally:
+            if self.egress:
+                self.egress.close()
 
 
 class ComposeSandbox(DockerSandbox):
@@ -574,6 +629,10 @@ class ComposeSandbox(DockerSandbox):
                  settings: DockerProvider.Settings, services: list[str], has_task_image: bool = True) -> None:
         super().__init__(client, container_id, spec, settings, has_task_image)
         self.services = services  # the other services' containers
+
+    def download_from_service(self, service: str, remote: str, local: Path) -> None:
+        """download from one of the trial's other services (a sidecar's artifact)."""
+        self._download(f"{self.spec.name}-{service}", remote, local)
 
     def close(self) -> None:
         try:

@@ -98,6 +98,7 @@ def start_services(provider: "DockerProvider", spec: SandboxSpec) -> list[str]:
     started: list[str] = []
     try:
         for service in spec.compose.services if spec.compose else []:
+            await_dependencies(api, spec, service)
             image = provider.service_image(service, spec.log_dir)
             name = f"{spec.name}-{service.name}"
             cpus = service.cpus
@@ -123,6 +124,29 @@ def start_services(provider: "DockerProvider", spec: SandboxSpec) -> list[str]:
         remove_services(api, spec.name, started)
         raise
     return started
+
+
+def await_dependencies(api: Any, spec: SandboxSpec, service: ContainerSpec) -> None:
+    """Compose's depends_on conditions before `service` starts: service_healthy waits for the healthcheck,
+    service_completed_successfully for an exit 0 (its dependencies were started before it)."""
+    checks = {s.name: s.healthcheck for s in spec.compose.services} if spec.compose else {}
+    for name, condition in service.depends_on.items():
+        if condition == "service_healthy" and checks.get(name):
+            wait_healthy(api, f"{spec.name}-{name}", name)
+        elif condition == "service_completed_successfully":
+            wait_completed(api, f"{spec.name}-{name}", name)
+
+
+def wait_completed(api: Any, container: str, service: str) -> None:
+    deadline = time.monotonic() + HEALTHY_WITHIN_S
+    while time.monotonic() < deadline:
+        state = api.inspect_container(container)["State"]
+        if not state.get("Running"):
+            if state.get("ExitCode") == 0:
+                return
+            raise InfraError(f"service {service} exited {state.get('ExitCode')}; a service depends on its success")
+        time.sleep(0.5)
+    raise InfraError(f"service {service} did not complete within {HEALTHY_WITHIN_S:.0f}s")
 
 
 def wait_healthy(api: Any, container: str, service: str) -> None:

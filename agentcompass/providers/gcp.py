@@ -37,7 +37,7 @@ from agentcompass.providers.gcp_batch import BatchSettings
 from agentcompass.providers.modal import DOWNLOAD_SCRIPT, MISSING_EXIT  # the same tar-over-exec download
 from agentcompass.providers.remote import EXEC_MARK, KILL_MARKED, extract_renamed, one_line, upload_archive
 from agentcompass.providers.ssh import EphemeralKey, SshHost
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output
+from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, compose_refusal
 from agentcompass.schema import Positive, PositiveInt, Strict
 
 DEFAULT_LIFETIME_S = 2 * 3600  # when neither the settings nor the task say how long a VM may live
@@ -137,6 +137,7 @@ class GcpProvider:
         """Before the run: an image to run, credentials, a project, and the right to list VMs in it."""
         from google.api_core import exceptions as gexc
 
+        compose_refusal(spec, "gcp")
         if not (self.settings.image or spec.image or spec.build_context):
             raise UserError(f"task '{spec.name}' names no image and has no environment/Dockerfile; "
                             "pass one with --env-params '{\"image\": \"NAME\"}'")

@@ -32,7 +32,8 @@ from agentcompass.errors import InfraError, SandboxLost, UserError
 from agentcompass.providers.local_procs import REAPER, Command
 from agentcompass.providers.remote import EXEC_MARK
 from agentcompass.readiness import local_readiness
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals, refusal
+from agentcompass.sandbox import (DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals,
+                                  compose_refusal, refusal, uncapped_storage)
 from agentcompass.schema import Strict
 
 # Host folders a sandbox may never shadow: they hold the tools the commands run with.
@@ -175,6 +176,7 @@ class LocalProvider:
         return "none"
 
     def check(self, spec: SandboxSpec) -> None:
+        compose_refusal(spec, "local")  # before the image: the sidecars are what no host run can give
         if spec.needs_image:
             what = f"image '{spec.image}'" if spec.image else f"image built from {spec.build_context}"
             raise UserError(f"task '{spec.name}' needs its own container {what}; run it with --env docker")
@@ -183,6 +185,7 @@ class LocalProvider:
                 raise refusal(spec, "local", f'{field_name} = "{user}"', f"commands run as {getpass.getuser()}")
         # bwrap starts each command in a network namespace of its own: phases can differ; plain subprocesses cannot.
         common_refusals(spec, "local", switch_network=self.isolation == "bwrap")
+        uncapped_storage(spec, "local", "a host directory has no size")
         if "no-network" in spec.network_modes and self.isolation != "bwrap":
             raise refusal(spec, "local", 'network_mode = "no-network"', "isolation 'none' cannot cut the network")
 
@@ -289,7 +292,7 @@ class LocalSandbox:
         code = 124 if done.timed_out else done.code
         return ExecResult(code, cap_output(done.stdout), cap_output(done.stderr), done.timed_out, time.monotonic() - start)
 
-    def set_network(self, mode: str) -> None:
+    def set_network(self, mode: str, allowed_hosts: tuple[str, ...] = ()) -> None:  # no allowlists here (refused)
         """A phase's network (Harbor's network_mode): the next commands' bwrap shares the host's or has none."""
         self.spec = dataclasses.replace(self.spec, allow_internet=mode == "public")
 

@@ -33,7 +33,7 @@ from agentcompass.providers.remote import (
     DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed,
     is_leftover, one_line, process_owner, upload_archive,
 )
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals, refusal
+from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals, refusal, uncapped_storage
 from agentcompass.schema import Positive, PositiveInt, Strict
 
 if TYPE_CHECKING:
@@ -151,6 +151,7 @@ class ModalProvider:
         for field_name, user in spec.users.items():  # Modal's exec has no user to run as
             raise refusal(spec, "modal", f'{field_name} = "{user}"', "commands run as the image's user")
         common_refusals(spec, "modal")
+        uncapped_storage(spec, "modal", "Sandbox.create takes no disk size")
         if not (self.settings.image or self.settings.named_image or spec.image or (spec.build_context and (spec.build_context / "Dockerfile").is_file())):
             raise UserError(f"task '{spec.name}' names no image and has no environment/Dockerfile; "
                             "pass one with --env-params '{\"image\": \"NAME\"}'")
