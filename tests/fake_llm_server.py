@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -42,6 +43,7 @@ class FakeLLM:
     revoke_after: int | None = None  # after this many successes every request gets a 401 (a revoked key)
     outage_after: int | None = None  # after this many successes every request gets a 503 (an outage)
     context_window_after: int | None = None  # a conversation with this many assistant turns is "too long" (400)
+    delay_s: float = 0.0  # how long each reply takes to "generate": calls in flight at once overlap in time
     requests: list[Recorded] = field(default_factory=list)
     checks: list[Recorded] = field(default_factory=list)  # preflight requests (max_tokens 1)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -61,6 +63,7 @@ class FakeLLM:
     def reply(self, body: dict[str, Any], authorization: str) -> tuple[int, dict[str, Any]]:
         if body.get("max_tokens") == 1 and "tools" not in body:
             return self.check_reply(body, authorization)
+        time.sleep(self.delay_s)  # outside the lock: the server answers concurrent requests concurrently
         with self._lock:
             if self.failures:
                 status = self.failures.pop(0)
