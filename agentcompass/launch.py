@@ -62,16 +62,15 @@ class Job:
 
     def run_pool(self, pool: Pool) -> None:
         """Every pooled job's trials at once; then each job's outcome and summary, as if run alone."""
-        try:
-            pool.run()
-        except Interrupted:
-            self.interrupted = True
+        if not pool.runs:
+            return
+        run_root = pool.runs[0].prepared.run_dir.parent
+        ran = self.outcome(run_root, pool.run)
         for run in pool.runs:
             complete = self.outcome(run.prepared.run_dir, lambda: raise_outcome(run))
-            if complete and not self.interrupted:
+            if ran and complete:
                 self.outcome(run.prepared.run_dir, lambda: print_summary(run.summary, run.prepared.run_dir))
-        if pool.runs:
-            write_sweep(pool.runs[0].prepared.run_dir.parent)
+        write_sweep(run_root)
 
     def outcome(self, run_dir: Path, action: Callable[[], None]) -> bool:
         """Do `action`, recording how it ended instead of raising, so the other jobs of a sweep still run;
