@@ -26,6 +26,7 @@ RUN_EXAMPLES = """examples:
   agentcompass run swebench_verified mini_swe_agent openai/gpt-4o-mini --env docker \\
       --benchmark-params '{"limit": 5}'
   agentcompass run demo oracle none -m run.k=1,2          # a Hydra multirun: two runs
+  agentcompass run demo oracle none -m run.k=1,2 --sweep-parallel   # ... both at once, in one pool
   agentcompass run demo oracle none --config ~/secrets.yaml --run-name nightly
 """
 
@@ -113,6 +114,9 @@ def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = T
         parser.add_argument("--no-model-check", dest="model_check", action="store_false", default=None,
                             help="skip the 1-token model request sent before the first trial (for per-call billing)")
         parser.add_argument("-m", "--multirun", action="store_true", help="sweep comma-separated values (Hydra multirun)")
+        parser.add_argument("--sweep-parallel", action="store_true", default=None,
+                            help="with -m: run every job of the sweep at once, their trials in one pool under "
+                                 "one --task-concurrency (default: one job after the other)")
 
 
 def build_parser() -> Parser:
@@ -188,7 +192,7 @@ def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str
     run_flags = {"task_concurrency": "run.task_concurrency", "k": "run.k", "max_retries": "run.max_retries",
                  "results_dir": "run.results_dir", "run_name": "run.run_name", "retry_errors": "run.retry_errors",
                  "new_run": "run.new_run", "model_check": "run.model_check", "provider_limit": "run.provider_limit",
-                 "env_open_qps": "run.env_open_qps"}
+                 "env_open_qps": "run.env_open_qps", "sweep_parallel": "run.sweep_parallel"}
     for flag, key in run_flags.items():
         value = getattr(args, flag, None)
         if value is not None:

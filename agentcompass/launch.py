@@ -2,12 +2,15 @@
 
 Every job a sweep makes is composed, validated and prepared before anything is
 written, so bad input in any of them leaves no trace. The task function Hydra calls
-looks the prepared job up by its overrides and runs it.
+looks the prepared job up by its overrides and runs it, or, in a pooled sweep
+(`--sweep-parallel`), adds it to the pool that runs every job's trials at once once
+Hydra has visited them all.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,21 +18,23 @@ from typing import Any
 from agentcompass.config import Invocation, compose, finalize, make_hydra, public_dict
 from agentcompass.errors import UserError
 from agentcompass.overrides import expand, hydra_value, sweep_suffix
+from agentcompass.pool import Pool
 from agentcompass.results import write_json
 from agentcompass.progress import silence
-from agentcompass.runner import PreparedRun, execute, prepare, print_summary, rate
+from agentcompass.runner import PreparedRun, execute, prepare, print_summary, raise_outcome, rate
 from agentcompass.scheduler import Interrupted, RunFailed
 
 
 @dataclass
 class Job:
-    """Hydra's task function: runs the prepared run matching the job's overrides."""
+    """Hydra's task function: runs the prepared run matching the job's overrides, or pools it."""
 
     invocation: Invocation
     sweep_keys: set[str]
     argv: list[str]
     prepared: dict[tuple[str, ...], PreparedRun]
     multirun: bool
+    pool: Pool | None = None
     interrupted: bool = False
     failures: list[str] = field(default_factory=list)
     run_failures: list[str] = field(default_factory=list)
@@ -44,21 +49,46 @@ class Job:
             prepared = self.prepared.get(job_overrides) or prepare(
                 finalize(cfg, self.invocation, sweep_suffix(list(job_overrides), self.sweep_keys))
             )
-            summary = execute(prepared, self.argv)
-            print_summary(summary, prepared.run_dir)
-        except Interrupted:
-            self.interrupted = True
-            return
         except UserError as exc:
             self.failures.append(str(exc))
             return
-        except RunFailed as exc:
-            self.run_failures.append(f"run failed: {exc}; see log.jsonl in {prepared.run_dir}")
+        pool = self.pool
+        if pool is not None:
+            self.outcome(prepared.run_dir, lambda: pool.add(prepared))  # its trials run once every job is added
             return
+        ran = self.outcome(prepared.run_dir, lambda: print_summary(execute(prepared, self.argv), prepared.run_dir))
+        if ran and self.multirun:
+            write_sweep(prepared.run_dir.parent)
+
+    def run_pool(self, pool: Pool) -> None:
+        """Every pooled job's trials at once; then each job's outcome and summary, as if run alone."""
+        if not pool.runs:
+            return
+        run_root = pool.runs[0].prepared.run_dir.parent
+        ran = self.outcome(run_root, pool.run)
+        for run in pool.runs:
+            complete = self.outcome(run.prepared.run_dir, lambda: raise_outcome(run))
+            if ran and complete:
+                self.outcome(run.prepared.run_dir, lambda: print_summary(run.summary, run.prepared.run_dir))
+        write_sweep(run_root)
+
+    def outcome(self, run_dir: Path, action: Callable[[], None]) -> bool:
+        """Do `action`, recording how it ended instead of raising, so the other jobs of a sweep still run;
+        whether the run is complete."""
+        try:
+            action()
+        except Interrupted:
+            self.interrupted = True
+        except UserError as exc:
+            self.failures.append(str(exc))
+        except RunFailed as exc:
+            self.run_failures.append(f"run failed: {exc}; see log.jsonl in {run_dir}")
         except BrokenPipeError:  # stdout closed (`| head -1`): the run is complete and recorded all the same
             silence(sys.stdout)
-        if self.multirun:
-            write_sweep(prepared.run_dir.parent)
+            return True
+        else:
+            return True
+        return False
 
 
 def prepare_all(invocation: Invocation, multirun: bool) -> tuple[Any, dict[tuple[str, ...], PreparedRun], set[str], list[str]]:
@@ -76,7 +106,8 @@ def prepare_all(invocation: Invocation, multirun: bool) -> tuple[Any, dict[tuple
 
 def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
     hydra, prepared, sweep_keys, jobs = prepare_all(invocation, multirun)
-    job = Job(invocation, sweep_keys, argv, prepared, multirun)
+    pool = pool_for(list(prepared.values()), argv) if multirun else None
+    job = Job(invocation, sweep_keys, argv, prepared, multirun, pool)
     run_root = next(iter(prepared.values())).run_dir.parent
     try:
         if multirun:
@@ -86,6 +117,10 @@ def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
             hydra.run(config_name="config", task_function=job, overrides=jobs[0])
     except KeyboardInterrupt:
         job.interrupted = True
+        if pool is not None:
+            pool.abandon()
+    if pool is not None and not job.interrupted:
+        job.run_pool(pool)
     if multirun and (run_root / "sweep.json").exists():
         print_sweep(write_sweep(run_root), run_root)
     if job.failures:
@@ -97,6 +132,21 @@ def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
               file=sys.stderr)
         return 130
     return 1 if job.run_failures else 0
+
+
+def pool_for(prepared: list[PreparedRun], argv: list[str]) -> Pool | None:
+    """A Pool when the sweep runs pooled (run.sweep_parallel, --sweep-parallel), checked before anything is written."""
+    settings = {(p.resolved.run.sweep_parallel, p.resolved.run.task_concurrency) for p in prepared}
+    pooled = {parallel for parallel, _ in settings}
+    if len(pooled) > 1:
+        raise UserError("run.sweep_parallel differs between the jobs of this sweep; set it once, "
+                        "or pass --sweep-parallel")
+    if pooled != {True}:
+        return None
+    if len(settings) > 1:
+        raise UserError("a pooled sweep (--sweep-parallel) runs every job under one --task-concurrency; "
+                        "sweep run.task_concurrency without --sweep-parallel, or set it once")
+    return Pool(argv, prepared[0].resolved.run.task_concurrency)
 
 
 def write_sweep(run_root: Path) -> list[dict[str, Any]]:

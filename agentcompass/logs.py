@@ -1,14 +1,23 @@
-"""structlog set-up: readable lines on the console, JSON lines in the run's log.jsonl."""
+"""structlog set-up: readable lines on the console, JSON lines in the run's log.jsonl.
+
+A pooled sweep runs several runs in one process: a thread working for one run says so
+(`attributed_to`), and only that run's log.jsonl takes its lines; lines of no run in
+particular (an interrupt) go to every run's log.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import structlog
 
 _configured = False
+_owner = threading.local()  # .run_dir: the run the current thread works for
 PRE_CHAIN = [structlog.stdlib.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True)]
 
 
@@ -44,6 +53,8 @@ class RunLog:
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.processors.JSONRenderer()],
             foreign_pre_chain=PRE_CHAIN,
         ))
+        run_dir = path.parent
+        self.handler.addFilter(lambda record: getattr(_owner, "run_dir", None) in (None, run_dir))
 
     def __enter__(self) -> "RunLog":
         configure()
@@ -53,3 +64,14 @@ class RunLog:
     def __exit__(self, *exc: object) -> None:
         logging.getLogger("agentcompass").removeHandler(self.handler)
         self.handler.close()
+
+
+@contextmanager
+def attributed_to(run_dir: Path) -> Iterator[None]:
+    """Log lines of this thread belong to the run in run_dir for the duration of a `with`."""
+    previous = getattr(_owner, "run_dir", None)
+    _owner.run_dir = run_dir
+    try:
+        yield
+    finally:
+        _owner.run_dir = previous

@@ -34,6 +34,10 @@ def silence(stream: TextIO) -> None:
         pass
 
 
+def run_prefix(label: str) -> str:
+    return f"{label}: " if label else ""
+
+
 def write_line(stream: TextIO, text: str) -> None:
     stream.write(text + "\n")
     stream.flush()
@@ -77,7 +81,8 @@ class Progress:
         if self._bar is not None:
             self._guarded(lambda: self._bar.update(self._task_id, waiting=count))
 
-    def finished(self, result: "TrialResult") -> None:
+    def finished(self, result: "TrialResult", label: str = "") -> None:
+        """One more trial recorded; `label` names its run in a pooled sweep."""
         with self._lock:
             self.done += 1
             self.passed += result.status == "passed"
@@ -90,12 +95,13 @@ class Progress:
             status = result.status if result.status != "error" else f"error ({result.error_category})"
             reason = first_line(result.message) if result.status != "passed" else ""
             seconds = result.timings.get("total", 0.0)
-            self._line(f"[{self.done}/{self.total}] {result.task_id} attempt {result.attempt}: {status} "
+            self._line(f"[{self.done}/{self.total}] {run_prefix(label)}{result.task_id} attempt {result.attempt}: {status} "
                        f"({seconds:.1f}s)" + (f": {reason}" if reason else ""))
 
-    def retrying(self, task_id: str, attempt: int, retry: int, max_retries: int, delay: float, reason: str) -> None:
+    def retrying(self, task_id: str, attempt: int, retry: int, max_retries: int, delay: float, reason: str,
+                 label: str = "") -> None:
         with self._lock:
-            self._line(f"[{self.done}/{self.total}] {task_id} attempt {attempt}: infra error, "
+            self._line(f"[{self.done}/{self.total}] {run_prefix(label)}{task_id} attempt {attempt}: infra error, "
                        f"retry {retry}/{max_retries} in {delay:.1f}s: {first_line(reason)}")
 
     def _line(self, text: str) -> None:

@@ -6,8 +6,9 @@ import json
 import platform
 import sys
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -18,14 +19,14 @@ from agentcompass.config import is_secret_override, public_dict
 from agentcompass.errors import UserError
 from agentcompass.formats.base import TaskFormat
 from agentcompass.harnesses.base import check_agent_tools
-from agentcompass.logs import RunLog
+from agentcompass.logs import RunLog, attributed_to
 from agentcompass.pacing import Pacer
-from agentcompass.progress import Progress
+from agentcompass.progress import Progress, run_prefix
 from agentcompass.registry import resolve
 from agentcompass.fingerprint import differences, effective_settings, fingerprint
 from agentcompass.results import ResultsStore, TrialResult, now_iso, summarize, write_json
 from agentcompass.runlock import RunLock
-from agentcompass.scheduler import Interrupted, RetryPolicy, Scheduler
+from agentcompass.scheduler import Lane, RetryPolicy, RunFailed, RunStopped, Scheduler
 from agentcompass.schema import ResolvedConfig
 from agentcompass.task import Task
 from agentcompass.trial import OpenSandboxes, TrialRunner
@@ -129,100 +130,143 @@ def differences_from(run_dir: Path, prints: dict[str, Any]) -> list[str]:
     return differences(recorded, prints) if isinstance(recorded, dict) else []
 
 
+@dataclass
+class OpenRun:
+    """A run whose session is open: its lane of the schedule, the trials done before, its summary once closed."""
+
+    prepared: PreparedRun
+    lane: Lane
+    done: list[TrialResult]
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
 def execute(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
-    """Run (or resume) the trials; returns the summary. Raises Interrupted on Ctrl-C."""
+    """Run (or resume) the trials; returns the summary. Raises Interrupted on Ctrl-C, RunStopped on an
+    error no trial can get past, RunFailed when a worker failed outside any trial."""
+    with opened(prepared, argv) as run:
+        # A provider may run every trial itself (gcp_batch: ONE GCP Batch job grades them all).
+        run_trials = getattr(prepared.provider, "run_trials", None)
+        if run_trials is not None:
+            with progress_for([run], title_of(prepared.resolved)) as progress:
+                run_trials(prepared, run.lane.pending, run.lane.store, progress)
+        else:
+            schedule([run], prepared.resolved.run.task_concurrency, title_of(prepared.resolved))
+    raise_outcome(run)
+    return run.summary
+
+
+def raise_outcome(run: OpenRun) -> None:
+    """A run that stopped or failed says so, as the exception its caller reports."""
+    if run.lane.fatal is not None:
+        raise RunStopped(str(run.lane.fatal))
+    if run.lane.failures:
+        raise RunFailed(run.lane.failures[0])
+
+
+def title_of(resolved: ResolvedConfig) -> str:
+    labels = resolved.labels
+    return f"{labels['benchmark']} · {labels['harness']} · {labels['model']} · {labels['env']}"
+
+
+def schedule(runs: list[OpenRun], concurrency: int, title: str) -> None:
+    """The pending trials of every run in one scheduler under one concurrency cap, with one progress display."""
+    lanes = [run.lane for run in runs]
+    with progress_for(runs, title) as progress:
+        for lane in lanes:
+            lane.runner.pacer.on_waiting = progress.waiting
+        Scheduler(lanes, concurrency, progress).run()
+
+
+def progress_for(runs: list[OpenRun], title: str) -> Progress:
+    done = [result for run in runs for result in run.done]
+    return Progress(len(done) + sum(len(run.lane.pending) for run in runs), done=len(done),
+                    passed=sum(r.status == "passed" for r in done), errors=sum(r.status == "error" for r in done),
+                    title=title)
+
+
+@contextmanager
+def opened(prepared: PreparedRun, argv: list[str], pacers: dict[Any, Pacer] | None = None,
+           label: str = "") -> Iterator[OpenRun]:
+    """The run's session: its lock, run.json, log.jsonl and periodic summary while the `with` body
+    schedules its trials; on the way out its status (completed, stopped, failed, interrupted) and summary."""
     with RunLock(prepared.run_dir):
-        return execute_locked(prepared, argv)
+        resolved, run_dir = prepared.resolved, prepared.run_dir
+        store = ResultsStore(run_dir)
+        store.repair()
+        finished = store.finished(warn=True)
+        k = resolved.run.k
+        wanted = [(t, a) for t in prepared.tasks for a in range(1, k + 1)]
+        attempts = getattr(prepared.harness, "attempts", None)  # e.g. predictions: only the instances the file has
+        if attempts is not None:
+            wanted = [(t, a) for t, a in wanted if attempts(t)]
+        pending = [(t, a) for t, a in wanted if should_run(finished.get((t.id, a)), resolved.run.retry_errors)]
+        pending_keys = {(t.id, a) for t, a in pending}
+        done = [finished[(t.id, a)] for t, a in wanted if (t.id, a) in finished and (t.id, a) not in pending_keys]
+        run_info = read_run_json(run_dir)
+        if run_info:
+            retried = sum(key in finished for key in pending_keys)
+            print(f"{run_prefix(label)}resuming: {len(done)} of {len(wanted)} trials done"
+                  + (f", {retried} errors to retry" if retried else ""), file=sys.stderr, flush=True)
+        config = public_dict(resolved)
+        config["env"].update(effective_settings(resolved, prepared.provider))  # what ran, e.g. bwrap, not auto
+        session = {"started_at": now_iso(), "ended_at": None, "status": "running"}
+        run_info.update({
+            "config": config,
+            "fingerprint": prepared.fingerprint,
+            "versions": versions(),
+            "command": redact_argv(argv),
+            "started_at": run_info.get("started_at") or session["started_at"],
+            "finished_at": None,
+            "status": "running",
+            "run_dir": str(run_dir),
+        })
+        if finished:
+            run_info.setdefault("resumed_at", []).append(session["started_at"])
+        run_info.setdefault("sessions", []).append(session)
+        task_ids = [t.id for t in prepared.tasks]
+
+        def checkpoint(task_format: Any = None) -> dict[str, Any]:
+            """run.json with this session's end so far, then summary.json: a kill loses at most one period."""
+            session["ended_at"] = now_iso()
+            write_json(run_dir / "run.json", run_info)
+            return write_summary(run_dir, task_ids, resolved, run_info["sessions"], task_format)
+
+        checkpoint()
+        runner = TrialRunner(
+            prepared.task_format, prepared.harness, prepared.provider, resolved.model,
+            str(resolved.run.run_name), resolved.labels, OpenSandboxes(), resolved.run.keep_environment,
+            pacer_for(resolved, prepared.provider, {} if pacers is None else pacers),
+        )
+        lane = Lane(runner, store, RetryPolicy(resolved.run.max_retries, resolved.run.retry_backoff_s), pending, label)
+        run = OpenRun(prepared, lane, done)
+        status = "completed"
+        with RunLog(run_dir / "log.jsonl"), Periodically(checkpoint, SUMMARY_EVERY_S):
+            with attributed_to(run_dir):
+                log.info("run started", run_dir=str(run_dir), pending=len(pending), finished=len(done))
+            try:
+                yield run
+                # a fatal error stopped this run's scheduling (RunStopped); a worker failed (RunFailed)
+                status = "stopped" if lane.fatal is not None else "failed" if lane.failures else "completed"
+            except KeyboardInterrupt:  # Interrupted: Ctrl-C, SIGTERM, SIGHUP
+                status = "interrupted"
+                raise
+            except BaseException:  # anything else: never "completed"
+                status = "failed"
+                raise
+            finally:
+                session["status"] = status
+                run_info.update({"finished_at": now_iso(), "status": status})
+                run.summary = checkpoint(prepared.task_format)
+                with attributed_to(run_dir):
+                    log.info("run finished", status=status, **{k_: run.summary[k_] for k_ in ("passed", "failed", "errors")})
 
 
-def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
-    resolved, run_dir = prepared.resolved, prepared.run_dir
-    store = ResultsStore(run_dir)
-    store.repair()
-    finished = store.finished(warn=True)
-    k = resolved.run.k
-    wanted = [(t, a) for t in prepared.tasks for a in range(1, k + 1)]
-    attempts = getattr(prepared.harness, "attempts", None)  # e.g. predictions: only the instances the file has
-    if attempts is not None:
-        wanted = [(t, a) for t, a in wanted if attempts(t)]
-    pending = [(t, a) for t, a in wanted if should_run(finished.get((t.id, a)), resolved.run.retry_errors)]
-    pending_keys = {(t.id, a) for t, a in pending}
-    done = [finished[(t.id, a)] for t, a in wanted if (t.id, a) in finished and (t.id, a) not in pending_keys]
-    run_info = read_run_json(run_dir)
-    if run_info:
-        retried = sum(key in finished for key in pending_keys)
-        print(f"resuming: {len(done)} of {len(wanted)} trials done" + (f", {retried} errors to retry" if retried else ""),
-              file=sys.stderr, flush=True)
-    config = public_dict(resolved)
-    config["env"].update(effective_settings(resolved, prepared.provider))  # what ran, e.g. bwrap, not auto
-    session = {"started_at": now_iso(), "ended_at": None, "status": "running"}
-    run_info.update({
-        "config": config,
-        "fingerprint": prepared.fingerprint,
-        "versions": versions(),
-        "command": redact_argv(argv),
-        "started_at": run_info.get("started_at") or session["started_at"],
-        "finished_at": None,
-        "status": "running",
-        "run_dir": str(run_dir),
-    })
-    if finished:
-        run_info.setdefault("resumed_at", []).append(session["started_at"])
-    run_info.setdefault("sessions", []).append(session)
-    task_ids = [t.id for t in prepared.tasks]
-
-    def checkpoint(task_format: Any = None) -> dict[str, Any]:
-        """run.json with this session's end so far, then summary.json: a kill loses at most one period."""
-        session["ended_at"] = now_iso()
-        write_json(run_dir / "run.json", run_info)
-        return write_summary(run_dir, task_ids, resolved, run_info["sessions"], task_format)
-
-    checkpoint()
-    sandboxes = OpenSandboxes()
-    runner = TrialRunner(
-        prepared.task_format, prepared.harness, prepared.provider, resolved.model,
-        str(resolved.run.run_name), resolved.labels, sandboxes, resolved.run.keep_environment,
-        pacer_for(resolved, prepared.provider),
-    )
-    status = "completed"
-    title = f"{resolved.labels['benchmark']} · {resolved.labels['harness']} · {resolved.labels['model']} · {resolved.labels['env']}"
-    with RunLog(run_dir / "log.jsonl"):
-        log.info("run started", run_dir=str(run_dir), pending=len(pending), finished=len(done))
-        progress = Progress(len(done) + len(pending), done=len(done), passed=sum(r.status == "passed" for r in done),
-                            errors=sum(r.status == "error" for r in done), title=title)
-        runner.pacer.on_waiting = progress.waiting
-        scheduler = Scheduler(runner, store, resolved.run.task_concurrency,
-                              RetryPolicy(resolved.run.max_retries, resolved.run.retry_backoff_s), progress)
-        try:
-            # A provider may run every trial itself (gcp_batch: ONE GCP Batch job grades them all).
-            run_trials = getattr(prepared.provider, "run_trials", None)
-            with progress, Periodically(checkpoint, SUMMARY_EVERY_S):
-                if run_trials is not None:
-                    run_trials(prepared, pending, store, progress)
-                else:
-                    scheduler.run(pending)
-        except Interrupted:
-            status = "interrupted"
-            raise
-        except UserError:  # the scheduler stopped the run: an error no trial can get past (RunStopped)
-            status = "stopped"
-            raise
-        except BaseException:  # a worker failed (RunFailed) or anything else: never "completed"
-            status = "failed"
-            raise
-        finally:
-            session["status"] = status
-            run_info.update({"finished_at": now_iso(), "status": status})
-            summary = checkpoint(prepared.task_format)
-            log.info("run finished", status=status, **{k_: summary[k_] for k_ in ("passed", "failed", "errors")})
-    return summary
-
-
-def pacer_for(resolved: ResolvedConfig, provider: Any) -> Pacer:
-    """run.provider_limit / run.env_open_qps, else the provider's own defaults (modal: 4 creations a second)."""
+def pacer_for(resolved: ResolvedConfig, provider: Any, shared: dict[Any, Pacer]) -> Pacer:
+    """run.provider_limit / run.env_open_qps, else the provider's own defaults (modal: 4 creations a second);
+    the runs of a pooled sweep on one env share its pacer, as they share the account's limits."""
     limit = resolved.run.provider_limit or getattr(provider, "default_provider_limit", None)
     qps = resolved.run.env_open_qps or getattr(provider, "default_open_qps", None)
-    return Pacer(limit, qps)
+    return shared.setdefault((resolved.labels.get("env"), limit, qps), Pacer(limit, qps))
 
 
 def should_run(recorded: TrialResult | None, retry_errors: bool) -> bool:

@@ -1,7 +1,9 @@
 """Runs the pending attempts: bounded concurrency, infra retries, resume, interrupt.
 
-One plain thread per concurrent trial pulls (task, attempt) pairs off a shared queue until
-it is empty; the main thread only waits, so it stays free to take Ctrl-C.
+One plain thread per concurrent trial pulls (run, task, attempt) off a shared queue until
+it is empty; the main thread only waits, so it stays free to take Ctrl-C. A run is one
+lane; a pooled sweep schedules every run's lane under one cap, their trials interleaved
+round-robin so each run advances at the same pace.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -22,6 +24,7 @@ from typing import Any, Callable
 import structlog
 
 from agentcompass.errors import InfraError, TrialError, UserError
+from agentcompass.logs import attributed_to
 from agentcompass.progress import Progress, first_line
 from agentcompass.results import ResultsStore, TrialResult, now_iso
 from agentcompass.task import Task, Usage
@@ -66,33 +69,41 @@ class RetryPolicy:
         return step / 2 + random.uniform(0, step / 2)
 
 
+@dataclass
+class Lane:
+    """One run's part of a schedule: its pending attempts, where their results go, how they are retried."""
+
+    runner: TrialRunner
+    store: ResultsStore
+    retry: RetryPolicy
+    pending: list[tuple[Task, int]]
+    label: str = ""  # tells the runs of a pooled sweep apart in progress lines
+    closed: threading.Event = field(default_factory=threading.Event)  # nothing more of this run is started
+    failures: list[str] = field(default_factory=list)  # a worker failed outside a trial: the run ends "failed"
+    fatal: TrialError | None = None  # an error no retry or other task gets past (FatalInfraError): the run stops
+
+
+def interleave(lanes: list[Lane]) -> list[tuple[Lane, Task, int]]:
+    """Round-robin over the lanes: the first pending attempt of each, then the second of each, ..."""
+    longest = max((len(lane.pending) for lane in lanes), default=0)
+    return [(lane, *lane.pending[i]) for i in range(longest) for lane in lanes if i < len(lane.pending)]
+
+
 class Scheduler:
-    def __init__(
-        self,
-        runner: TrialRunner,
-        store: ResultsStore,
-        concurrency: int,
-        retry: RetryPolicy,
-        progress: Progress,
-    ) -> None:
-        self.runner = runner
-        self.store = store
+    def __init__(self, lanes: list[Lane], concurrency: int, progress: Progress) -> None:
+        self.lanes = lanes
         self.concurrency = concurrency
-        self.retry = retry
         self.progress = progress
         self.stopping = threading.Event()  # interrupted: nothing more is started or recorded
-        self.draining = threading.Event()  # a worker failed: nothing more is started
-        self.failures: list[str] = []
-        self.fatal: TrialError | None = None  # an error no retry or other task gets past (FatalInfraError): the run stops
         self._lock = threading.Lock()
         self._running = 0
         self._all_done = threading.Event()
 
-    def run(self, pending: list[tuple[Task, int]]) -> None:
-        """Run every (task, attempt). Raises Interrupted after cleaning up on Ctrl-C/SIGTERM/SIGHUP,
-        RunFailed when a worker failed outside a trial."""
-        queue = deque(pending)
-        workers = min(self.concurrency, len(pending))
+    def run(self) -> None:
+        """Run every lane's attempts. Raises Interrupted after cleaning up on Ctrl-C/SIGTERM/SIGHUP; a lane
+        that met a fatal error (its `fatal`) or whose worker failed (its `failures`) stopped alone."""
+        queue = deque(interleave(self.lanes))
+        workers = min(self.concurrency, len(queue))
         if workers == 0:
             return
         check_fd_limit(workers)
@@ -102,23 +113,25 @@ class Scheduler:
                 install_handlers((sig,), raise_interrupt)
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+        scheduled = [lane for lane in self.lanes if lane.pending]
         try:
             self._start_workers(queue, workers)
-            while not self._all_done.wait(0.5) and self.fatal is None:
-                pass
-            if self.fatal is not None:  # every trial would meet it: stop, close what is open, say it once
-                self._wind_down()
-                raise RunStopped(str(self.fatal))
+            while not self._all_done.wait(0.5):
+                if all(lane.fatal is not None for lane in scheduled):  # every trial would meet one: stop all
+                    self._wind_down()
+                    break
+                for lane in scheduled:
+                    if lane.fatal is not None and not lane.runner.sandboxes.closing.is_set():
+                        lane.runner.sandboxes.close_all()  # its trials in flight abandon their waits
         except KeyboardInterrupt as exc:
+            self.stopping.set()
             self._wind_down()
             raise Interrupted() from exc
         finally:
             restore_handlers(previous)
             sys.setswitchinterval(switch_interval)
-        if self.failures:
-            raise RunFailed(self.failures[0])
 
-    def _start_workers(self, queue: deque[tuple[Task, int]], count: int) -> None:
+    def _start_workers(self, queue: deque[tuple[Lane, Task, int]], count: int) -> None:
         for i in range(count):
             thread = threading.Thread(target=self._work, args=(queue,), name=f"trial-{i}", daemon=True)
             with self._lock:
@@ -133,42 +146,52 @@ class Scheduler:
                 return
 
     def _wind_down(self) -> None:
-        """After the first interrupt: close every sandbox, then give workers GRACE_S to return.
-        A second interrupt cuts either wait short; the caller then exits at once."""
-        self.stopping.set()
-        interrupt = getattr(self.runner.provider, "interrupt", None)
-        if callable(interrupt):
-            interrupt()  # e.g. image builds in flight, which are no sandbox yet
+        """After the first interrupt (or a fatal error in every lane): close every sandbox, then give workers
+        GRACE_S to return. A second interrupt cuts either wait short; the caller then exits at once."""
+        for lane in self.lanes:
+            lane.closed.set()
+        providers = {id(lane.runner.provider): lane.runner.provider for lane in self.lanes}
+        for provider in providers.values():
+            interrupt = getattr(provider, "interrupt", None)
+            if callable(interrupt):
+                interrupt()  # e.g. image builds in flight, which are no sandbox yet
         hurry = threading.Event()
         install_handlers(STOP_SIGNALS, lambda signum, frame: hurry.set())
         closed: list[int] = []
-        closer = threading.Thread(target=lambda: closed.append(self.runner.sandboxes.close_all()), daemon=True)
+        closer = threading.Thread(target=lambda: closed.append(sum(lane.runner.sandboxes.close_all() for lane in self.lanes)),
+                                  daemon=True)
         closer.start()
         while closer.is_alive() and not hurry.is_set():
             closer.join(0.1)
         deadline = time.monotonic() + GRACE_S
         while not self._all_done.is_set() and not hurry.is_set() and time.monotonic() < deadline:
             self._all_done.wait(0.1)
-        if self.fatal is not None:  # the caller reports the error itself, in one line
-            log.info("stopped: an error no trial can get past", error=str(self.fatal),
+        fatal = next((lane.fatal for lane in self.lanes if lane.fatal is not None), None)
+        if fatal is not None and not self.stopping.is_set():  # the caller reports the error itself, in one line
+            log.info("stopped: an error no trial can get past", error=str(fatal),
                      closed=closed[0] if closed else "unknown (cut short)", workers_left=self._running)
         else:
             log.warning("interrupted: stopped scheduling and closed open sandboxes",
                         closed=closed[0] if closed else "unknown (cut short)", workers_left=self._running)
 
-    def _work(self, queue: deque[tuple[Task, int]]) -> None:
+    def _work(self, queue: deque[tuple[Lane, Task, int]]) -> None:
         try:
-            while not (self.stopping.is_set() or self.draining.is_set()):
+            while not self.stopping.is_set():
                 try:
-                    task, attempt = queue.popleft()
+                    lane, task, attempt = queue.popleft()
                 except IndexError:
                     return
-                self._run_one(task, attempt)
-        except BaseException as exc:  # outside any trial: stop scheduling, end the run "failed"
-            self.draining.set()
-            self.failures.append(f"{type(exc).__name__}: {exc}")
-            log.error("worker failed; no new trials are started", error=f"{type(exc).__name__}: {exc}")
-            log.info("worker failure", traceback=traceback.format_exc())  # log.jsonl only, not the console
+                if lane.closed.is_set():
+                    continue
+                try:
+                    with attributed_to(lane.store.dir):
+                        self._run_one(lane, task, attempt)
+                except BaseException as exc:  # outside any trial: stop scheduling this run, end it "failed"
+                    lane.closed.set()
+                    lane.failures.append(f"{type(exc).__name__}: {exc}")
+                    with attributed_to(lane.store.dir):
+                        log.error("worker failed; no new trials are started", error=f"{type(exc).__name__}: {exc}")
+                        log.info("worker failure", traceback=traceback.format_exc())  # log.jsonl only, not the console
         finally:
             self._worker_done()
 
@@ -178,7 +201,11 @@ class Scheduler:
             if self._running == 0:
                 self._all_done.set()
 
-    def _run_one(self, task: Task, attempt: int) -> None:
+    def _abandoned(self, lane: Lane) -> bool:
+        """Interrupted, or the lane stopped on a fatal error: trials in flight are not recorded (a rerun runs them)."""
+        return self.stopping.is_set() or lane.fatal is not None
+
+    def _run_one(self, lane: Lane, task: Task, attempt: int) -> None:
         """All tries of one attempt; records the outcome unless interrupted. The usage of failed
         tries is added to the attempt's, and their files are kept under try-<n>/."""
         started, t0 = time.time(), time.monotonic()
@@ -189,40 +216,41 @@ class Scheduler:
             tries += 1
             try:
                 if trial_dir is None:
-                    trial_dir = self.store.fresh_trial_dir(task.id, attempt)
+                    trial_dir = lane.store.fresh_trial_dir(task.id, attempt)
                 else:
-                    self.store.keep_failed_try(trial_dir, tries - 1)
-                result = self.runner.run(task, attempt, trial_dir)
+                    lane.store.keep_failed_try(trial_dir, tries - 1)
+                result = lane.runner.run(task, attempt, trial_dir)
                 result.usage = spent + result.usage
                 break
             except Exception as exc:  # anything unexpected in a try is an infra error, retried
                 error = exc if isinstance(exc, TrialError) else InfraError(f"{type(exc).__name__}: {exc}")
                 spent = spent + (error.usage or Usage())
                 if getattr(error, "fatal", False):  # credentials rejected, a missing permission or quota: every trial's
-                    self.fatal = self.fatal or error
-                    self.stopping.set()
-                if self.stopping.is_set():
-                    return  # interrupted trials are not recorded: a rerun runs them again
-                if not error.retryable or tries > self.retry.max_retries:
+                    lane.fatal = lane.fatal or error
+                    lane.closed.set()
+                if self._abandoned(lane):
+                    return
+                if not error.retryable or tries > lane.retry.max_retries:
                     result = TrialResult(task_id=task.id, attempt=attempt, status="error",
                                          error_category=error.category, message=str(error), usage=spent,
                                          timings={"total": round(time.monotonic() - t0, 4)},
                                          started_at=iso(started), finished_at=now_iso())
                     break
-                delay = self.retry.delay(tries)
+                delay = lane.retry.delay(tries)
                 log.info("infra error, retrying", task=task.id, attempt=attempt, retry=tries, delay_s=round(delay, 2),
                          error=str(error))
-                self.progress.retrying(task.id, attempt, tries, self.retry.max_retries, delay, str(error))
-                if self.stopping.wait(delay):
+                self.progress.retrying(task.id, attempt, tries, lane.retry.max_retries, delay, str(error), lane.label)
+                lane.closed.wait(delay)  # cut short by an interrupt or the run's fatal error
+                if self._abandoned(lane):
                     return
-        if self.stopping.is_set():
+        if self._abandoned(lane):
             return
         result.retries = tries - 1
-        self.store.record(result)  # returns once the line is durable: only then is the trial finished
+        lane.store.record(result)  # returns once the line is durable: only then is the trial finished
         if result.status == "error":
             log.info("trial error", task=task.id, attempt=attempt, category=result.error_category,
                      message=first_line(result.message, 300))
-        self.progress.finished(result)
+        self.progress.finished(result, lane.label)
 
 
 Handler = Callable[[int, Any], None]

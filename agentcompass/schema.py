@@ -122,6 +122,7 @@ class RunConfig(Strict):
     model_check: bool = True  # one 1-token request before the first trial (--no-model-check skips it)
     provider_limit: int | None = Field(None, ge=1)  # sandboxes of the env open at once; default: the provider's
     env_open_qps: float | None = Field(None, gt=0)  # sandbox creations a second; default: the provider's
+    sweep_parallel: bool = False  # a -m sweep runs every job at once in one pool (--sweep-parallel)
 
 
 class ResolvedConfig(Strict):

@@ -503,6 +503,25 @@ def test_an_error_no_retry_can_fix_stops_the_run_with_one_line(modal_cli, tmp_pa
     assert json.loads(run_json.read_text())["status"] == "stopped"
 
 
+def test_in_a_pooled_sweep_such_an_error_stops_its_job_alone(modal_cli, tmp_path):
+    """--env local,modal pooled: modal's job stops at its first trial, local's runs to the end."""
+    results = tmp_path / "out"
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "local,modal", "-m", "--sweep-parallel",
+                         "--benchmark-params", '{"limit": 3}', "--results-dir", str(results), "--run-name", "pool",
+                         "--task-concurrency", "1",
+                         env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x",
+                              fake_modal.FAIL_ENV: "PermissionDeniedError"})
+    assert run.returncode == 2, run.stderr
+    errors = [line for line in run.stderr.splitlines() if not line.startswith("[")]  # beside local's progress lines
+    assert len(errors) == 1 and errors[0].startswith("error: ") and "PermissionDeniedError" in errors[0], run.stderr
+    assert count(sdk, "Sandbox.create") == 1  # modal's first trial, not retried; none of its other tasks tried
+    local, modal = results / "pool" / "demo__oracle__none__local", results / "pool" / "demo__oracle__none__modal"
+    assert json.loads((modal / "run.json").read_text())["status"] == "stopped"
+    assert not (modal / "trials.jsonl").exists() or not (modal / "trials.jsonl").read_text().strip()
+    assert json.loads((local / "run.json").read_text())["status"] == "completed"
+    assert json.loads((local / "summary.json").read_text())["passed"] == 3
+
+
 def test_a_transient_error_is_retried(modal_cli, tmp_path):
     results = tmp_path / "out"
     run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(results),

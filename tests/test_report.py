@@ -207,6 +207,32 @@ def test_demo_report_then_verify(cli, demo):
     assert "recomputes" in proc.stdout
 
 
+def recording_browser(tmp_path: Path, exit_code: int = 0) -> tuple[Path, Path]:
+    """A BROWSER command that appends the address it is given to a file, then exits with exit_code."""
+    opened = tmp_path / "opened.txt"
+    script = tmp_path / "browser.sh"
+    script.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" >> "{opened}"\nexit {exit_code}\n')
+    script.chmod(0o755)
+    return script, opened
+
+
+def test_open_shows_the_page_in_the_users_browser(cli, demo, tmp_path):
+    browser, opened = recording_browser(tmp_path)
+    proc = cli("report", str(demo), "--out", str(tmp_path / "out"), "--open", env={"BROWSER": str(browser)})
+    assert proc.returncode == 0, proc.stderr
+    assert opened.read_text().splitlines() == [(tmp_path / "out" / "report.html").resolve().as_uri()]
+
+
+def test_open_without_a_browser_says_where_the_page_is(cli, demo, tmp_path):
+    browser, opened = recording_browser(tmp_path, exit_code=1)
+    # PATH holds no console browser and there is no display: the failing BROWSER is the only one there is.
+    env = {"BROWSER": str(browser), "PATH": str(tmp_path), "DISPLAY": "", "WAYLAND_DISPLAY": ""}
+    proc = cli("report", str(demo), "--out", str(tmp_path / "out"), "--open", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert opened.read_text().splitlines() == [(tmp_path / "out" / "report.html").resolve().as_uri()]
+    assert f"--open: found no browser to open it; open {tmp_path / 'out' / 'report.html'} yourself" in proc.stderr
+
+
 def copy_run(demo: Path, tmp_path: Path) -> Path:
     import shutil
 

@@ -61,9 +61,11 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     print_table(report["setups"])
     print(f"report: {page}", flush=True)
     if args.open:
+        import sys
         import webbrowser
 
-        webbrowser.open(page.resolve().as_uri())
+        if not webbrowser.open(page.resolve().as_uri()):  # the user's BROWSER, else the desktop's default
+            print(f"--open: found no browser to open it; open {page} yourself, or set BROWSER", file=sys.stderr)
     return 0
 
 
