@@ -90,6 +90,10 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     check_tasks = getattr(harness, "check_tasks", None)  # e.g. predictions: refuse a file for another benchmark
     if check_tasks is not None:
         check_tasks(tasks)
+    if getattr(harness_cls, "uses_gateway", False):
+        from agentcompass.gateway import check_gateway
+
+        check_gateway(resolved, tasks, provider)
     if getattr(harness_cls, "needs_model", False):
         from agentcompass.models import check_model, litellm_name
 
@@ -134,6 +138,17 @@ def execute(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
 
 
 def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
+    """With the model gateway running for a harness that uses one: started before anything is written
+    (a port in use is the user's to fix), stopped when the run ends however it ends."""
+    if not getattr(prepared.harness, "uses_gateway", False):
+        return run_trials(prepared, argv)
+    from agentcompass.gateway import Gateway
+
+    with Gateway.for_run(prepared.resolved) as gateway:
+        return run_trials(prepared, argv, gateway)
+
+
+def run_trials(prepared: PreparedRun, argv: list[str], gateway: Any = None) -> dict[str, Any]:
     resolved, run_dir = prepared.resolved, prepared.run_dir
     store = ResultsStore(run_dir)
     store.repair()
@@ -180,7 +195,7 @@ def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
     runner = TrialRunner(
         prepared.task_format, prepared.harness, prepared.provider, resolved.model,
         str(resolved.run.run_name), resolved.labels, sandboxes, resolved.run.keep_environment,
-        pacer_for(resolved, prepared.provider),
+        pacer_for(resolved, prepared.provider), gateway,
     )
     status = "completed"
     title = f"{resolved.labels['benchmark']} · {resolved.labels['harness']} · {resolved.labels['model']} · {resolved.labels['env']}"
