@@ -94,6 +94,9 @@ def upstream_of(model: "ModelConfig") -> Upstream:
     if shape not in DEFAULT_BASE_URL:
         raise UserError(f"the model gateway forwards to OpenAI- or Anthropic-compatible endpoints; model "
                         f"'{model.name}' is routed to '{prefix}'; set model.api (openai | anthropic) and --model-base-url")
+    if shape == "anthropic" and model.reasoning and not model.reasoning_map:
+        raise UserError(f"model '{model.name}' has tier '{model.reasoning}' but no reasoning_map, and the Anthropic API "
+                        "has no reasoning_effort to send it as; give the preset a reasoning_map (see claude-sonnet-4-5)")
     base = (model.base_url or DEFAULT_BASE_URL[shape]).rstrip("/")
     if shape == "anthropic":  # the root: clients and litellm name it with or without /v1(/messages)
         base = base.removesuffix("/messages").removesuffix("/v1")

@@ -271,8 +271,9 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
                 trial.record(time.monotonic() - start, status, tokens)
 
         try:
-            reply = await client.send(client.build_request("POST", upstream.url(path), json=body,
-                                                           headers=upstream.headers(request.headers)), stream=True)
+            url = upstream.url(path) + (f"?{request.url.query}" if request.url.query else "")  # Claude Code's ?beta=true
+            reply = await client.send(client.build_request("POST", url, json=body, headers=upstream.headers(request.headers)),
+                                      stream=True)
         except httpx.TimeoutException as exc:
             record(504)
             return failure(shape, 504, f"agentcompass gateway: the model endpoint did not answer in time "

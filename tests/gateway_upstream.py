@@ -95,7 +95,7 @@ def handler_for(script: ScriptedUpstream) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             headers = {k.lower(): v for k, v in self.headers.items()}
             script.received.append(Received(self.path, headers, body))
-            kind = KINDS.get(self.path)
+            kind = KINDS.get(self.path.partition("?")[0])
             given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
             if kind is None:
                 return self.send(404, {"error": {"message": f"no {self.path}"}})

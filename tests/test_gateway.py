@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -104,9 +105,11 @@ def test_an_anthropic_tier_replaces_the_clients_thinking(upstream, gateways, loc
     gateway = gateways(CLAUDE, upstream.url, reasoning=tier)
     endpoint = gateway.endpoint(new_trial(tmp_path), local_sandbox)
     sent = {"model": "claude-x", "max_tokens": 4096, "messages": HELLO, "thinking": {"type": "enabled", "budget_tokens": 1024}}
-    reply = httpx.post(f"{endpoint.anthropic_base_url}/v1/messages", json=sent, headers={"x-api-key": endpoint.api_key})
+    reply = httpx.post(f"{endpoint.anthropic_base_url}/v1/messages?beta=true", json=sent,
+                       headers={"x-api-key": endpoint.api_key, "anthropic-beta": "interleaved-thinking-2025-05-14"})
     assert reply.status_code == 200, reply.text
     got = upstream.received[0]
+    assert got.path == "/v1/messages?beta=true" and got.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
     assert got.body["model"] == "claude-sonnet-4-5-20250929"
     assert got.body.get("thinking") == CLAUDE["reasoning_map"][tier].get("thinking")
     assert got.body["max_tokens"] == CLAUDE["reasoning_map"][tier].get("max_tokens", 4096)
@@ -353,3 +356,16 @@ def test_ctrl_c_with_a_stream_in_flight_ends_the_run(upstream, tmp_path):
         pytest.fail(f"the run ignored SIGINT for 20 s: {stderr.read_text()[-3000:]}")
     assert proc.returncode == 130, stderr.read_text()[-2000:]
     assert "Traceback" not in stderr.read_text()
+
+
+@pytest.mark.parametrize("setting, says", [
+    ('--env-params={"isolation": "bwrap"}', "has no internet, and on env local (bwrap) that leaves it no network"),
+    ("run.gateway.public_url=ftp://tunnel", "run.gateway.public_url 'ftp://tunnel' is not an http(s) URL"),
+], ids=["offline-task-under-bwrap", "public-url-not-http"])
+def test_a_gateway_the_sandboxes_cannot_reach_is_refused_before_the_run(tmp_path, cli, setting, says):
+    if "bwrap" in setting and not shutil.which("bwrap"):
+        pytest.skip("bubblewrap is not installed")
+    done = cli(*probe_args(tmp_path, "http://127.0.0.1:9", "refused", setting),
+               env={"PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)])})
+    assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "results").exists()
