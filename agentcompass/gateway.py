@@ -108,13 +108,17 @@ def upstream_of(model: "ModelConfig") -> Upstream:
 def check_gateway(resolved: "ResolvedConfig", tasks: list["Task"], provider: Any) -> None:
     """Before the run: the model can be forwarded to and every sandbox of this env can reach the gateway."""
     upstream_of(resolved.model)
+    env = resolved.env.impl or resolved.env.name
+    if env == "local" and getattr(provider, "isolation", None) == "bwrap":  # no URL reaches a sandbox without a network
+        offline = [t.id for t in tasks if not t.allow_internet]
+        if offline:
+            raise UserError(local_offline_refusal(offline[0]))
     public_url = resolved.run.gateway.public_url
     if public_url:
         if not public_url.startswith(("http://", "https://")):
             raise UserError(f"run.gateway.public_url {public_url!r} is not an http(s) URL; pass the URL that "
                             "forwards to the gateway's port (run.gateway.port), e.g. https://my-tunnel.example")
         return
-    env = resolved.env.impl or resolved.env.name
     fix = ("set run.gateway.public_url to a URL that reaches this machine's run.gateway.port (a tunnel), "
            "or run with --env docker or --env local")
     if env not in REACHES_HOST:
@@ -126,10 +130,6 @@ def check_gateway(resolved: "ResolvedConfig", tasks: list["Task"], provider: Any
         if not docker_host().startswith("unix://"):
             raise UserError(f"the Docker engine at {docker_host()} runs on another machine, whose containers cannot "
                             f"reach the model gateway here; {fix}")
-    if env == "local" and getattr(provider, "isolation", None) == "bwrap":
-        offline = [t.id for t in tasks if not t.allow_internet]
-        if offline:
-            raise UserError(local_offline_refusal(offline[0]))
 
 
 def local_offline_refusal(task_id: str) -> str:

@@ -369,3 +369,17 @@ def test_a_gateway_the_sandboxes_cannot_reach_is_refused_before_the_run(tmp_path
                env={"PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)])})
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_a_remote_sandbox_gets_the_public_url_or_a_refusal(upstream, tmp_path):
+    """modal and gcp sandboxes cannot reach this machine: they are given run.gateway.public_url (a tunnel)."""
+    from agentcompass.errors import UserError
+
+    model = ModelConfig(**{**GLM, "base_url": f"{upstream.url}/v1", "api_key": KEY})
+    remote = object()  # any sandbox that is neither local nor docker
+    with Gateway(model, "gwtest", GatewaySettings(public_url="https://tunnel.example/gw/")) as gateway:
+        endpoint = gateway.endpoint(new_trial(tmp_path, "a"), remote)
+        assert endpoint.openai_base_url == f"https://tunnel.example/gw/t/{endpoint.api_key}/v1"
+        assert endpoint.anthropic_base_url == f"https://tunnel.example/gw/t/{endpoint.api_key}"
+    with Gateway(model, "gwtest", GatewaySettings()) as gateway, pytest.raises(UserError, match="public_url"):
+        gateway.endpoint(new_trial(tmp_path, "b"), remote)
