@@ -276,11 +276,13 @@ class Gateway:
             return "127.0.0.1"
         if mode.startswith("container:"):  # a compose client sharing a service's network
             info = api.inspect_container(mode.partition(":")[2])
-        networks = [name for name in (info["NetworkSettings"].get("Networks") or {}) if name != "none"]
+        attached = info["NetworkSettings"].get("Networks") or {}
+        networks = [name for name in attached if name != "none"]
         try:
-            if not networks:
+            if not networks:  # on `none`, or on nothing (a phase without network left its network)
                 networks = [self._internal_network(api)]
-                api.disconnect_container_from_network(sandbox.id, "none")
+                if "none" in attached:
+                    api.disconnect_container_from_network(sandbox.id, "none")
                 api.connect_container_to_network(sandbox.id, networks[0])
             config = api.inspect_network(networks[0])["IPAM"]["Config"] or [{}]
         except docker.errors.APIError as exc:

@@ -257,14 +257,17 @@ def test_the_gateway_stops(upstream, local_sandbox, tmp_path):
 
 # -- docker: containers reach the gateway, with or without internet ------------------------------
 @pytest.mark.docker
-@pytest.mark.parametrize("internet", [True, False], ids=["bridge", "no-internet"])
-def test_a_docker_container_reaches_the_gateway(upstream, base_image, tmp_path, internet):
+@pytest.mark.parametrize("internet, modes", [(True, ()), (False, ()), (False, ("no-network", "public"))],
+                         ids=["bridge", "no-internet", "no-network-phase"])
+def test_a_docker_container_reaches_the_gateway(upstream, base_image, tmp_path, internet, modes):
+    """A task without internet (on `none`, or a Harbor phase that left its network) is put on the run's
+    internal network, which reaches this host."""
     from agentcompass.providers.docker import DockerProvider
 
     run = f"gwtest-{uuid.uuid4().hex[:8]}"
     gateway = start_gateway(GLM, upstream.url, host="0.0.0.0")
     sandbox = DockerProvider().open(SandboxSpec(name=run, image=base_image, workdir="/", allow_internet=internet,
-                                                labels={"agentcompass": "1", "run": run}))
+                                                network_modes=modes, labels={"agentcompass": "1", "run": run}))
     try:
         endpoint = gateway.endpoint(new_trial(tmp_path), sandbox)
         client = ("import json, os, urllib.request; r = urllib.request.Request(os.environ['U'] + '/chat/completions', "
