@@ -295,7 +295,7 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
         finally:
             await reply.aclose()
         ok = 200 <= reply.status_code < 300
-        tokens = token_counts(kind, json_or_none(content).get("usage")) if ok and kind else None
+        tokens = token_counts(kind, json_object(content).get("usage")) if ok and kind else None
         record(reply.status_code, tokens)
         return Response(content if ok else upstream.scrub(content), status_code=reply.status_code,
                         headers=reply_headers(reply))
@@ -322,7 +322,7 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
     return Starlette(routes=[Route(p, forward, methods=["GET", "POST"]) for p in paths], lifespan=lifespan)
 
 
-def json_or_none(content: bytes) -> dict[str, Any]:
+def json_object(content: bytes) -> dict[str, Any]:
     try:
         value = json.loads(content)
     except ValueError:
