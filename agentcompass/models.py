@@ -206,17 +206,21 @@ class Meter:
         with self._lock:
             self.usage.model_errors += 1
 
-    def waited(self, seconds: float) -> None:
-        """Time spent in one request, successful or not (a self-hosted GPU is busy either way)."""
+    def waited(self, seconds: float, failed: bool | None = None) -> None:
+        """Time spent in one request, successful or not (a self-hosted GPU is busy either way).
+        Called from a `finally` without `failed`: an exception in flight means the request failed."""
         with self._lock:
             self.usage.generation_s += seconds
             self._unbilled_s += seconds
-            if self.calls:  # called from a `finally`: an exception in flight means the request failed
-                self.calls.ended(seconds, failed=sys.exc_info()[0] is not None)
+            if self.calls:
+                self.calls.ended(seconds, failed=sys.exc_info()[0] is not None if failed is None else failed)
 
     def charge(self, response: Any) -> float:
-        """Count one reply; returns its cost in USD."""
-        tokens_in, tokens_out, cached = token_counts(response)
+        """Count one litellm reply; returns its cost in USD."""
+        return self.count(*token_counts(response), response=response)
+
+    def count(self, tokens_in: int, tokens_out: int, cached: int, response: Any = None) -> float:
+        """Count one reply by its token counts (the gateway has the endpoint's usage, no litellm reply)."""
         with self._lock:
             cost, known = self._price(response, tokens_in, tokens_out, cached)
             self._unbilled_s = 0.0
@@ -242,6 +246,9 @@ class Meter:
             return cost, True
         litellm = import_litellm()
         try:
+            if response is None:
+                return float(sum(litellm.cost_per_token(model=self.name, prompt_tokens=tokens_in, completion_tokens=tokens_out,
+                                                        cache_read_input_tokens=cached))), True
             return float(litellm.cost_calculator.completion_cost(response, model=self.name)), True
         except Exception:  # an unpriced model: litellm raises several kinds; cost is unknown, not fatal
             return 0.0, False

@@ -93,6 +93,10 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     check_tasks = getattr(harness, "check_tasks", None)  # e.g. predictions: refuse a file for another benchmark
     if check_tasks is not None:
         check_tasks(tasks)
+    if getattr(harness_cls, "uses_gateway", False):
+        from agentcompass.gateway import check_gateway
+
+        check_gateway(resolved, tasks, provider)
     if getattr(harness_cls, "needs_model", False):
         from agentcompass.models import check_model, litellm_name
 
@@ -189,7 +193,7 @@ def opened(prepared: PreparedRun, argv: list[str], pacers: dict[Any, Pacer] | No
            label: str = "") -> Iterator[OpenRun]:
     """The run's session: its lock, run.json, log.jsonl and periodic summary while the `with` body
     schedules its trials; on the way out its status (completed, stopped, failed, interrupted) and summary."""
-    with RunLock(prepared.run_dir):
+    with RunLock(prepared.run_dir), gateway_for(prepared) as gateway:
         resolved, run_dir = prepared.resolved, prepared.run_dir
         store = ResultsStore(run_dir)
         store.repair()
@@ -235,7 +239,7 @@ def opened(prepared: PreparedRun, argv: list[str], pacers: dict[Any, Pacer] | No
         runner = TrialRunner(
             prepared.task_format, prepared.harness, prepared.provider, resolved.model,
             str(resolved.run.run_name), resolved.labels, OpenSandboxes(), resolved.run.keep_environment,
-            pacer_for(resolved, prepared.provider, {} if pacers is None else pacers),
+            pacer_for(resolved, prepared.provider, {} if pacers is None else pacers), gateway,
         )
         lane = Lane(runner, store, RetryPolicy(resolved.run.max_retries, resolved.run.retry_backoff_s), pending, label)
         run = OpenRun(prepared, lane, done)
@@ -259,6 +263,19 @@ def opened(prepared: PreparedRun, argv: list[str], pacers: dict[Any, Pacer] | No
                 run.summary = checkpoint(prepared.task_format)
                 with attributed_to(run_dir):
                     log.info("run finished", status=status, **{k_: run.summary[k_] for k_ in ("passed", "failed", "errors")})
+
+
+@contextmanager
+def gateway_for(prepared: PreparedRun) -> Iterator[Any]:
+    """The model gateway of a harness that uses one: started before the run writes anything (a port in
+    use is the user's to fix), stopped when the run ends however it ends."""
+    if not getattr(prepared.harness, "uses_gateway", False):
+        yield None
+        return
+    from agentcompass.gateway import Gateway
+
+    with Gateway.for_run(prepared.resolved) as gateway:
+        yield gateway
 
 
 def pacer_for(resolved: ResolvedConfig, provider: Any, shared: dict[Any, Pacer]) -> Pacer:

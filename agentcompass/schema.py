@@ -108,6 +108,14 @@ class EnvConfig(BaseModel):
     impl: str | None = None
 
 
+class GatewaySettings(Strict):
+    """The run's model gateway (agentcompass.gateway), for harnesses that send their model calls through it."""
+
+    host: str | None = None  # address it listens on; default 127.0.0.1 on local, 0.0.0.0 elsewhere (docker bridges)
+    port: int = Field(0, ge=0, le=65535)  # 0: any free port
+    public_url: str | None = None  # how sandboxes reach it when they cannot on their own (modal, gcp, a remote engine)
+
+
 class RunConfig(Strict):
     k: int = Field(1, ge=1)
     task_concurrency: int = Field(4, ge=1)
@@ -123,6 +131,7 @@ class RunConfig(Strict):
     provider_limit: int | None = Field(None, ge=1)  # sandboxes of the env open at once; default: the provider's
     env_open_qps: float | None = Field(None, gt=0)  # sandbox creations a second; default: the provider's
     sweep_parallel: bool = False  # a -m sweep runs every job at once in one pool (--sweep-parallel)
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
 
 
 class ResolvedConfig(Strict):

@@ -19,6 +19,7 @@ from agentcompass.task import AgentOutcome, Task
 
 if TYPE_CHECKING:
     from agentcompass.formats.base import TaskFormat
+    from agentcompass.gateway import Gateway
     from agentcompass.harnesses.base import Harness
     from agentcompass.sandbox import Provider, Sandbox, SandboxSpec
     from agentcompass.schema import ModelConfig
@@ -38,6 +39,7 @@ class TrialContext:
     run_name: str
     labels: dict[str, str] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: abandon waits at once
+    gateway: "Gateway | None" = None  # the run's model gateway, for a harness with uses_gateway = True
 
     def write(self, name: str, text: str) -> Path:
         path = self.dir / name
@@ -96,6 +98,7 @@ class TrialRunner:
     sandboxes: OpenSandboxes
     keep_environment: bool = False
     pacer: Pacer = field(default_factory=Pacer)  # the env's open-slot limit and creation rate
+    gateway: "Gateway | None" = None  # started by the runner when the harness uses one
 
     def run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
         """Run one attempt once the pacer gives it a turn; the wait is its `wait` timing, not its time.
@@ -107,7 +110,7 @@ class TrialRunner:
         return result
 
     def _run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
-        trial = TrialContext(task.id, attempt, trial_dir, self.run_name, self.labels, self.sandboxes.closing)
+        trial = TrialContext(task.id, attempt, trial_dir, self.run_name, self.labels, self.sandboxes.closing, self.gateway)
         timings: dict[str, float] = {}
         started = now_iso()
         t0 = time.monotonic()

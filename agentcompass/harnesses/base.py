@@ -19,7 +19,10 @@ class Harness(Protocol):
     # Optional: submits_only = True (no agent works in the sandbox: with fresh grading it is the grading
     # sandbox itself), attempts(task) -> bool (False leaves a task unattempted), check_tasks(tasks)
     # (raise UserError before the run when the harness cannot serve the selection), task_tools: the
-    # Task.agent_tools fields it hands its agent (e.g. {"mcp_servers", "skills_dir"}; see check_agent_tools).
+    # Task.agent_tools fields it hands its agent (e.g. {"mcp_servers", "skills_dir"}; see check_agent_tools),
+    # uses_gateway = True (its agent makes its own model calls: the runner starts the model gateway and sets
+    # trial.gateway; the harness asks trial.gateway.endpoint(trial, sandbox) for the agent's URLs and token,
+    # see agentcompass.gateway).
 
     def __init__(self, **settings: Any) -> None: ...
 
