@@ -23,6 +23,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "gcp": "agentcompass.providers.gcp:GcpProvider",
     },
     "format": {
+        "cooperbench": "agentcompass.formats.cooperbench:CooperbenchFormat",
         "harbor": "agentcompass.formats.harbor:HarborFormat",
         "swebench": "agentcompass.formats.swebench:SwebenchFormat",
         "terminal_bench": "agentcompass.formats.terminal_bench:TerminalBenchFormat",

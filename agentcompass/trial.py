@@ -8,7 +8,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import structlog
 
@@ -38,6 +38,8 @@ class TrialContext:
     run_name: str
     labels: dict[str, str] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: abandon waits at once
+    # Opens one more sandbox for this trial (CooperBench coop: a second agent's), closed with the trial's at the latest.
+    open_sandbox: "Callable[[SandboxSpec], Sandbox] | None" = None
 
     def write(self, name: str, text: str) -> Path:
         path = self.dir / name
@@ -108,6 +110,8 @@ class TrialRunner:
 
     def _run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
         trial = TrialContext(task.id, attempt, trial_dir, self.run_name, self.labels, self.sandboxes.closing)
+        extras: list[TimedSandbox] = []
+        trial.open_sandbox = lambda extra_spec: self._open_extra(extra_spec, extras)
         timings: dict[str, float] = {}
         started = now_iso()
         t0 = time.monotonic()
@@ -168,6 +172,10 @@ class TrialRunner:
             return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
         finally:
             with phase("close"):
+                for extra in extras:
+                    self.sandboxes.discard(extra)
+                    if not self.keep_environment:
+                        close_after(extra, graded, task.id, attempt)
                 self.sandboxes.discard(sandbox)
                 if self.keep_environment:
                     print(f"kept sandbox for {task.id} attempt {attempt}: {describe_kept(sandbox)}")
@@ -180,6 +188,13 @@ class TrialRunner:
         result.message = grade.message
         result.details = {**grade.details, **details}
         return result
+
+    def _open_extra(self, spec: "SandboxSpec", extras: list["TimedSandbox"]) -> "TimedSandbox":
+        """A further sandbox of the trial, tracked like its first (an interrupt closes it)."""
+        extra = TimedSandbox(self.provider.open(spec))
+        self.sandboxes.add(extra)
+        extras.append(extra)
+        return extra
 
     # -- fresh grading: the format grades the agent's submission in a new sandbox ----------
     def _grading_spec(self, task: Task, spec: "SandboxSpec") -> "SandboxSpec | None":
