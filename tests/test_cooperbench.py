@@ -168,8 +168,8 @@ def test_two_mini_swe_agents_exchange_a_message_and_a_branch(fixture_config, tmp
     assert (message["from"], message["to"], message["text"]) == ("agent1", "agent2", "mul is on team/agent1")
     assert message["time"]
     seen = (trial_dir / "agent2" / "agent.log").read_text()
-    assert "[Message from agent1]: mul is on team/agent1" in seen
-    assert "[exit 0] 1\n" in seen  # the pushed branch's calc.py, fetched, holds mul
+    # The message arrived, and calc.py on the pushed branch, fetched from the shared remote, holds mul.
+    assert "[exit 0] [Message from agent1]: mul is on team/agent1\n1\n" in seen
     assert trial["details"]["merge_status"] == "clean"
     agents = trial["details"]["agents"]
     requests = {name: [r for r in llm.successes if f"You are {name}" in json.dumps(r.body["messages"][:2])]
