@@ -274,7 +274,8 @@ class CooperbenchFormat:
                 grading.put_patch(sandbox, trial, "agent.patch", patch)
         if not runnable:
             results = [grading.FeatureResult(f, False, -1, 0, 0) for f in features]
-            message = "empty patch: nothing to test" if self.setting != "coop" else "nothing merged to test"
+            message = ("empty patch: nothing to test" if self.setting != "coop" else "nothing merged to test"
+                       if details.get("union_clean", True) else "the patches conflict even under the union merge")
         else:
             results = [grading.run_feature_tests(sandbox, trial, f, f"tests{i}.patch", test_patch, base,
                                                  task.verify_timeout_s) for i, f in enumerate(features, 1)]
