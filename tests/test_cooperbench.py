@@ -193,3 +193,40 @@ def test_validate_passes_on_the_fixture(fixture_config, tmp_path):
                    "--benchmark-params", json.dumps({"setting": "coop"}), "--results-dir", str(tmp_path),
                    timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_dataset_can_come_from_a_git_repository(tmp_path, monkeypatch):
+    """source: {git, ref, subdir} as the shipped recipe has it, here a local repository (no network)."""
+    make_dataset(tmp_path / "upstream")
+    upstream = tmp_path / "upstream"
+    for args in (["init", "-q"], ["add", "dataset"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "data"]):
+        subprocess.run(["git", *args], cwd=upstream, check=True, capture_output=True)
+    ref = subprocess.run(["git", "rev-parse", "HEAD"], cwd=upstream, check=True, capture_output=True, text=True).stdout.strip()
+    monkeypatch.setenv("AGENTCOMPASS_CACHE_DIR", str(tmp_path / "cache"))
+    recipe = Recipe(name="cooperbench", format="cooperbench", source={"git": str(upstream), "ref": ref, "subdir": "dataset"},
+                    params={"setting": "coop", "subset": "tiny"})
+    [task] = CooperbenchFormat(recipe).load()
+    assert task.id == pair(1, 3) and task.build_context is not None and (task.build_context / "runner.sh").is_file()
+
+
+def test_a_patch_that_does_not_apply_makes_the_merge_missing_input(fixture_config, base_image, tmp_path):
+    from agentcompass.formats.cooperbench_grade import merge
+    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.sandbox import SandboxSpec
+    from agentcompass.trial import TrialContext
+
+    task_dir = fixture_config.parent / "dataset" / "tiny_calc_task" / "task7"
+    name = f"ac-cb-test-{uuid.uuid4().hex[:8]}"
+    sandbox = DockerProvider().open(SandboxSpec(name=name, workdir="/workspace/repo", build_context=task_dir,
+                                                build_args={"BASE_IMAGE": base_image}, labels={"agentcompass": "1", "run": name}))
+    try:
+        sandbox.exec("mkdir -p /patches")
+        trial = TrialContext("t", 1, tmp_path, name)
+        gold = (task_dir / "feature1" / "feature.patch").read_text()
+        stale = gold.replace("return a + b", "return a - b")  # its context is not in the tree
+        merged = merge(sandbox, trial, gold, stale)
+    finally:
+        sandbox.close()
+    assert merged["merge_status"] == "missing_input"
+    assert merged["apply_status"] == {"agent1": "applied", "agent2": "failed"}
+    assert "def mul" in merged["merged_diff"]
