@@ -114,8 +114,8 @@ def test_oracle_passes_and_nop_fails_alone(fixture_config, tmp_path, setting):
     expected = [pair(f) for f in FEATURES] if setting == "single" else [pair(*p) for p in combinations(FEATURES, 2)]
     assert sorted(passed) == sorted(expected)
     assert {t["status"] for t in passed.values()} == {"passed"}
-    _, failed = run_fixture(fixture_config, tmp_path, "nop", "none", setting)
-    assert {t["status"] for t in failed.values()} == {"failed"}
+    _, failed = run_fixture(fixture_config, tmp_path, "nop", "none", setting, sample_ids=[expected[0]])
+    assert [t["status"] for t in failed.values()] == ["failed"]
 
 
 def test_coop_oracle_merges_gold_patches_and_union_merges_the_conflicting_pair(fixture_config, tmp_path):
@@ -179,18 +179,21 @@ def test_two_mini_swe_agents_exchange_a_message_and_a_branch(fixture_config, tmp
     assert trial["usage"]["model_calls"] == len(llm.successes)
 
 
-def test_a_mini_swe_agent_solves_a_pair_alone(fixture_config, tmp_path):
+@pytest.mark.parametrize(("setting", "task", "rewards"), [("single", pair(2), {"feature2": 1.0}),
+                                                          ("solo", pair(1, 2), {"feature1": 1.0, "feature2": 1.0})])
+def test_a_mini_swe_agent_alone_implements_its_features(fixture_config, tmp_path, setting, task, rewards):
     with FakeLLMServer(PerAgentLLM(commands=ALONE, scripts={})) as server:
-        _, trials = run_fixture(fixture_config, tmp_path, "mini_swe_agent", "openai/fake-coder", "solo",
-                                "--model-base-url", server.base_url, "--model-api-key", "sk-fake",
-                                sample_ids=[pair(1, 2)])
-    assert trials[pair(1, 2)]["status"] == "passed", trials[pair(1, 2)]["message"]
-    assert trials[pair(1, 2)]["rewards"] == {"feature1": 1.0, "feature2": 1.0}
+        run_dir, trials = run_fixture(fixture_config, tmp_path, "mini_swe_agent", "openai/fake-coder", setting,
+                                      "--model-base-url", server.base_url, "--model-api-key", "sk-fake",
+                                      sample_ids=[task])
+    assert trials[task]["status"] == "passed", trials[task]["message"]
+    assert trials[task]["rewards"] == rewards
+    assert "def whisper" in trials[task]["details"]["patch"]
 
 
 def test_validate_passes_on_the_fixture(fixture_config, tmp_path):
     proc = run_cli("validate", "cooperbench_tiny", "--env", "docker", "--config-dir", str(fixture_config),
-                   "--benchmark-params", json.dumps({"setting": "coop"}), "--results-dir", str(tmp_path),
+                   "--benchmark-params", json.dumps({"setting": "coop", "subset": "tiny"}), "--results-dir", str(tmp_path),
                    timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
