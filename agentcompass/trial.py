@@ -174,7 +174,9 @@ class TrialRunner:
             with phase("close"):
                 for extra in extras:
                     self.sandboxes.discard(extra)
-                    if not self.keep_environment:
+                    if self.keep_environment:
+                        print(f"kept sandbox for {task.id} attempt {attempt}: {describe_kept(extra)}")
+                    else:
                         close_after(extra, graded, task.id, attempt)
                 self.sandboxes.discard(sandbox)
                 if self.keep_environment:

@@ -184,26 +184,23 @@ class CooperbenchFormat:
         opener = getattr(trial, "open_sandbox", None)
         if opener is None:
             raise InfraError("this trial cannot open a second sandbox for coop")
-        partner = opener(partner_spec(sandbox.spec))  # type: ignore[attr-defined]
-        try:
-            self.stage(task, partner, trial)
-            boxes = {AGENTS[0]: sandbox, AGENTS[1]: partner}
-            for index, (agent, box) in enumerate(boxes.items()):
-                install_tools(box, trial, agent, task.workdir, first=index == 0)
-            with MessageRelay(boxes, trial) as relay:
-                with ThreadPoolExecutor(max_workers=2, thread_name_prefix="coop") as pool:
-                    futures = {agent: pool.submit(self.run_one, harness, task, box, model, trial, agent)
-                               for agent, box in boxes.items()}
-                    outcomes = {agent: future.result() for agent, future in futures.items()}
-            for agent, outcome in outcomes.items():
-                if isinstance(outcome, TrialError) and outcome.category == "infra":
-                    raise outcome
-            record = {agent: self.outcome_record(o) for agent, o in outcomes.items()}
-            record[AGENTS[1]]["patch"] = tree_diff(partner, task.workdir)
-            record["messages"] = relay.count
-            trial.write(AGENTS_FILE, json.dumps(record, indent=2))
-        finally:
-            partner.close()
+        partner = opener(partner_spec(sandbox.spec))  # type: ignore[attr-defined]  # the trial closes it (or keeps it)
+        self.stage(task, partner, trial)
+        boxes = {AGENTS[0]: sandbox, AGENTS[1]: partner}
+        for index, (agent, box) in enumerate(boxes.items()):
+            install_tools(box, trial, agent, task.workdir, first=index == 0)
+        with MessageRelay(boxes, trial) as relay:
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="coop") as pool:
+                futures = {agent: pool.submit(self.run_one, harness, task, box, model, trial, agent)
+                           for agent, box in boxes.items()}
+                outcomes = {agent: future.result() for agent, future in futures.items()}
+        for agent, outcome in outcomes.items():
+            if isinstance(outcome, TrialError) and outcome.category == "infra":
+                raise outcome
+        record = {agent: self.outcome_record(o) for agent, o in outcomes.items()}
+        record[AGENTS[1]]["patch"] = tree_diff(partner, task.workdir)
+        record["messages"] = relay.count
+        trial.write(AGENTS_FILE, json.dumps(record, indent=2))
         first = outcomes[AGENTS[0]]
         usage = sum((usage_of(o) for o in outcomes.values()), Usage())
         if isinstance(first, TrialError):
