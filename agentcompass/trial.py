@@ -172,18 +172,15 @@ class TrialRunner:
             return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
         finally:
             with phase("close"):
-                for extra in extras:
-                    self.sandboxes.discard(extra)
+                try:
+                    self._close_extras(extras, graded, task.id, attempt)
+                finally:
+                    self.sandboxes.discard(sandbox)
                     if self.keep_environment:
-                        print(f"kept sandbox for {task.id} attempt {attempt}: {describe_kept(extra)}")
+                        print(f"kept sandbox for {task.id} attempt {attempt}: {describe_kept(sandbox)}")
                     else:
-                        close_after(extra, graded, task.id, attempt)
-                self.sandboxes.discard(sandbox)
-                if self.keep_environment:
-                    print(f"kept sandbox for {task.id} attempt {attempt}: {describe_kept(sandbox)}")
-                else:
-                    close_after(sandbox, graded, task.id, attempt)
-        timings["commands"] = round(sandbox.command_s, 4)
+                        close_after(sandbox, graded, task.id, attempt)
+        timings["commands"] = round(sandbox.command_s + sum(extra.command_s for extra in extras), 4)
         result = self._result(task, attempt, started, t0, timings, outcome, None)
         result.status = "passed" if grade.passed else "failed"
         result.reward, result.rewards = grade.reward, grade.rewards
@@ -197,6 +194,14 @@ class TrialRunner:
         self.sandboxes.add(extra)
         extras.append(extra)
         return extra
+
+    def _close_extras(self, extras: list["TimedSandbox"], graded: bool, task_id: str, attempt: int) -> None:
+        for extra in extras:
+            self.sandboxes.discard(extra)
+            if self.keep_environment:
+                print(f"kept sandbox for {task_id} attempt {attempt}: {describe_kept(extra)}")
+            else:
+                close_after(extra, graded, task_id, attempt)
 
     # -- fresh grading: the format grades the agent's submission in a new sandbox ----------
     def _grading_spec(self, task: Task, spec: "SandboxSpec") -> "SandboxSpec | None":

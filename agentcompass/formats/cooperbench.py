@@ -250,29 +250,17 @@ class CooperbenchFormat:
         patch = grading.filter_test_files(outcome.submission or "")
         details: dict[str, Any] = {"setting": self.setting, "features": features}
         if self.setting == "coop":
-            record = json.loads((trial.dir / AGENTS_FILE).read_text())
-            patches = {AGENTS[0]: patch, AGENTS[1]: grading.filter_test_files(record[AGENTS[1]]["patch"])}
-            for agent, text in patches.items():
-                trial.write(f"{agent}.patch", text)
-            merged = grading.merge(sandbox, trial, patches[AGENTS[0]], patches[AGENTS[1]])
-            details.update({**{k: v for k, v in merged.items() if k != "merged_diff"},
-                            "patches": patches, "merged_diff": merged["merged_diff"],
-                            "agents": {a: {k: v for k, v in record[a].items() if k != "patch"}
-                                       for a in AGENTS},
-                            "messages": record.get("messages", 0)})
-            runnable = merged["union_clean"] and merged["merged_diff"].strip()
-            test_patch = "merged.patch" if runnable else ""
+            test_patch, nothing = self.merge_patches(sandbox, trial, patch, details)
         else:
+            test_patch, nothing = "agent.patch", "empty patch: nothing to test"
             trial.write("patch.diff", patch)
             details["patch"] = patch
-            runnable = bool(patch.strip())
-            test_patch = "agent.patch"
-            if runnable:
-                grading.put_patch(sandbox, trial, "agent.patch", patch)
-        if not runnable:
+            if patch.strip():
+                grading.put_patch(sandbox, trial, test_patch, patch)
+                nothing = ""
+        if nothing:
             results = [grading.FeatureResult(f, False, -1, 0, 0) for f in features]
-            message = ("empty patch: nothing to test" if self.setting != "coop" else "nothing merged to test"
-                       if details.get("union_clean", True) else "the patches conflict even under the union merge")
+            message = nothing
         else:
             results = [grading.run_feature_tests(sandbox, trial, f, f"tests{i}.patch", test_patch, base,
                                                  task.verify_timeout_s) for i, f in enumerate(features, 1)]
@@ -284,6 +272,23 @@ class CooperbenchFormat:
         details["feature_results"] = [r.as_dict() for r in results]
         return Grade(passed=passed, reward=float(passed), rewards={f"feature{r.feature}": float(r.passed) for r in results},
                      message=message, details=details)
+
+    def merge_patches(self, sandbox: "Sandbox", trial: "TrialContext", patch: str,
+                      details: dict[str, Any]) -> tuple[str, str]:
+        """coop: both agents' patches merged into /patches/merged.patch, their records in `details`;
+        returns the patch to test and, when there is nothing to test, why."""
+        record = json.loads((trial.dir / AGENTS_FILE).read_text())
+        patches = {AGENTS[0]: patch, AGENTS[1]: grading.filter_test_files(record[AGENTS[1]]["patch"])}
+        for agent, text in patches.items():
+            trial.write(f"{agent}.patch", text)
+        merged = grading.merge(sandbox, trial, patches[AGENTS[0]], patches[AGENTS[1]])
+        details.update({**merged, "patches": patches, "messages": record.get("messages", 0),
+                        "agents": {a: {k: v for k, v in record[a].items() if k != "patch"} for a in AGENTS}})
+        if not merged["union_clean"]:
+            return "", "the patches conflict even under the union merge"
+        if not merged["merged_diff"].strip():
+            return "", "nothing merged to test"
+        return "merged.patch", ""
 
     # -- summary -------------------------------------------------------------------------
     def summarize(self, results: list["TrialResult"]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ AGENTS = ("agent1", "agent2")
 GIT_HOST = "git"
 REMOTE_URL = f"git://{GIT_HOST}/repo.git"
 COOP_DIR = "/tmp/agentcompass-coop"
-RELAY_EVERY_S = 0.5
+RELAY_EVERY_S = 1.0  # a message waits at most this long; each poll is one exec per sandbox
 KEEP_ALIVE = ["-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
 GIT_DAEMON = ("mkdir -p /git && git init -q --bare /git/repo.git && "
               "exec git daemon --reuseaddr --export-all --enable=receive-pack --base-path=/git --listen=0.0.0.0 /git")
