@@ -24,6 +24,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "gcp_batch": "agentcompass.providers.gcp_eval:GcpBatchProvider",  # eval/validate on gcp
     },
     "format": {
+        "cooperbench": "agentcompass.formats.cooperbench:CooperbenchFormat",
         "harbor": "agentcompass.formats.harbor:HarborFormat",
         "swebench": "agentcompass.formats.swebench:SwebenchFormat",
         "terminal_bench": "agentcompass.formats.terminal_bench:TerminalBenchFormat",

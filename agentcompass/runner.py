@@ -81,6 +81,9 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     check_agent_tools(harness_cls, harness_name or harness_cfg.name, tasks)
     env = resolved.env
     provider = resolve("provider", env.impl or env.name)(**resolved.settings_of(env), keep=resolved.run.keep_environment)
+    check_env = getattr(task_format, "check_env", None)  # a format may need what only some envs offer (coop)
+    if check_env is not None:
+        check_env(provider)
     grading_spec = getattr(task_format, "grading_spec", None)  # a fresh grading sandbox must be possible too
     for task in tasks:
         spec = task.sandbox_spec(task.id, {}, None)
@@ -319,6 +322,9 @@ def write_summary(run_dir: Path, task_ids: list[str], resolved: ResolvedConfig, 
     selected = set(task_ids)
     results = [r for r in ResultsStore(run_dir).finished().values() if r.task_id in selected]
     summary = summarize(results, task_ids, resolved.run.k, sessions, resolved.run.count_errors_as_failures)
+    summarize_more = getattr(task_format, "summarize", None)  # a format's own figures (CooperBench: merge conflicts)
+    if summarize_more is not None:
+        summary.update(summarize_more(results))
     write_json(run_dir / "summary.json", summary)
     write_artifacts = getattr(task_format, "write_artifacts", None)
     if write_artifacts is not None:  # files a format derives from trials.jsonl, e.g. SWE-bench's predictions.jsonl

@@ -8,7 +8,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import structlog
 
@@ -40,6 +40,8 @@ class TrialContext:
     labels: dict[str, str] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: abandon waits at once
     gateway: "Gateway | None" = None  # the run's model gateway, for a harness with uses_gateway = True
+    # Opens one more sandbox for this trial (CooperBench coop: a second agent's), closed with the trial's at the latest.
+    open_sandbox: "Callable[[SandboxSpec], Sandbox] | None" = None
 
     def write(self, name: str, text: str) -> Path:
         path = self.dir / name
@@ -111,6 +113,8 @@ class TrialRunner:
 
     def _run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
         trial = TrialContext(task.id, attempt, trial_dir, self.run_name, self.labels, self.sandboxes.closing, self.gateway)
+        extras: list[TimedSandbox] = []
+        trial.open_sandbox = lambda extra_spec: self._open_extra(extra_spec, extras)
         timings: dict[str, float] = {}
         started = now_iso()
         t0 = time.monotonic()
@@ -171,18 +175,36 @@ class TrialRunner:
             return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
         finally:
             with phase("close"):
-                self.sandboxes.discard(sandbox)
-                if self.keep_environment:
-                    print(f"kept sandbox for {task.id} attempt {attempt}: {describe_kept(sandbox)}")
-                else:
-                    close_after(sandbox, graded, task.id, attempt)
-        timings["commands"] = round(sandbox.command_s, 4)
+                try:
+                    self._close_extras(extras, graded, task.id, attempt)
+                finally:
+                    self.sandboxes.discard(sandbox)
+                    if self.keep_environment:
+                        print(f"kept sandbox for {task.id} attempt {attempt}: {describe_kept(sandbox)}")
+                    else:
+                        close_after(sandbox, graded, task.id, attempt)
+        timings["commands"] = round(sandbox.command_s + sum(extra.command_s for extra in extras), 4)
         result = self._result(task, attempt, started, t0, timings, outcome, None)
         result.status = "passed" if grade.passed else "failed"
         result.reward, result.rewards = grade.reward, grade.rewards
         result.message = grade.message
         result.details = {**grade.details, **details}
         return result
+
+    def _open_extra(self, spec: "SandboxSpec", extras: list["TimedSandbox"]) -> "TimedSandbox":
+        """A further sandbox of the trial, tracked like its first (an interrupt closes it)."""
+        extra = TimedSandbox(self.provider.open(spec))
+        self.sandboxes.add(extra)
+        extras.append(extra)
+        return extra
+
+    def _close_extras(self, extras: list["TimedSandbox"], graded: bool, task_id: str, attempt: int) -> None:
+        for extra in extras:
+            self.sandboxes.discard(extra)
+            if self.keep_environment:
+                print(f"kept sandbox for {task_id} attempt {attempt}: {describe_kept(extra)}")
+            else:
+                close_after(extra, graded, task_id, attempt)
 
     # -- fresh grading: the format grades the agent's submission in a new sandbox ----------
     def _grading_spec(self, task: Task, spec: "SandboxSpec") -> "SandboxSpec | None":

@@ -94,6 +94,20 @@ def source_path(recipe: Recipe, key: str = "path") -> Path:
     return path
 
 
+def recipe_limits(recipe: Recipe, agent_timeout_s: float, verify_timeout_s: float) -> dict[str, Any]:
+    """The Task fields a recipe sets alike for all its tasks (env, resources, internet, timeouts), for a
+    format whose tasks carry none of their own; the timeouts default to the format's."""
+    return {
+        "env": dict(recipe.env),
+        "cpus": recipe.resources.cpus,
+        "memory_mb": recipe.resources.memory_mb,
+        "allow_internet": True if recipe.allow_internet is None else recipe.allow_internet,
+        "agent_timeout_s": recipe.timeouts.agent or agent_timeout_s,
+        "verify_timeout_s": recipe.timeouts.verify or verify_timeout_s,
+        "build_timeout_s": recipe.timeouts.build,
+    }
+
+
 def render_instruction(recipe: Recipe, **fields: Any) -> str:
     """The recipe's instruction template, or the task's own text."""
     if not recipe.instruction_template:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import InfraError, UserError
-from agentcompass.formats.base import SelectionParams, render_instruction, select_tasks, source_path
+from agentcompass.formats.base import SelectionParams, recipe_limits, render_instruction, select_tasks, source_path
 from agentcompass.formats.swebench_data import (
     check_gradable,
     image_name,
@@ -102,13 +102,7 @@ class SwebenchFormat:
             image=image_name(row, recipe.image),
             runs_on_host=recipe.runs_on_host,
             seed_dir=self.seed_dir(row["instance_id"]),
-            env=dict(recipe.env),
-            cpus=recipe.resources.cpus,
-            memory_mb=recipe.resources.memory_mb,
-            allow_internet=True if recipe.allow_internet is None else recipe.allow_internet,
-            agent_timeout_s=recipe.timeouts.agent or DEFAULT_AGENT_TIMEOUT,
-            verify_timeout_s=recipe.timeouts.verify or DEFAULT_VERIFY_TIMEOUT,
-            build_timeout_s=recipe.timeouts.build,
+            **recipe_limits(recipe, DEFAULT_AGENT_TIMEOUT, DEFAULT_VERIFY_TIMEOUT),
             data=row,
         )
 
