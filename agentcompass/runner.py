@@ -173,7 +173,7 @@ def execute_locked(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
         """run.json with this session's end so far, then summary.json: a kill loses at most one period."""
         session["ended_at"] = now_iso()
         write_json(run_dir / "run.json", run_info)
-        return write_summary(run_dir, task_ids, resolved, run_info["sessions"], task_format)
+        return write_summary(run_dir, task_ids, resolved, run_info["sessions"], task_format, store.recorded())
 
     checkpoint()
     sandboxes = OpenSandboxes()
@@ -247,9 +247,10 @@ class Periodically:
 
 
 def write_summary(run_dir: Path, task_ids: list[str], resolved: ResolvedConfig, sessions: list[dict[str, Any]],
-                  task_format: Any = None) -> dict[str, Any]:
+                  task_format: Any, recorded: list[TrialResult]) -> dict[str, Any]:
+    """summary.json (and a format's derived files) from `recorded`, the trials trials.jsonl holds."""
     selected = set(task_ids)
-    results = [r for r in ResultsStore(run_dir).finished().values() if r.task_id in selected]
+    results = [r for r in recorded if r.task_id in selected]
     summary = summarize(results, task_ids, resolved.run.k, sessions, resolved.run.count_errors_as_failures)
     write_json(run_dir / "summary.json", summary)
     write_artifacts = getattr(task_format, "write_artifacts", None)

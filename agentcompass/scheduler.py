@@ -6,6 +6,7 @@ it is empty; the main thread only waits, so it stays free to take Ctrl-C.
 
 from __future__ import annotations
 
+import gc
 import random
 import resource
 import signal
@@ -102,6 +103,9 @@ class Scheduler:
                 install_handlers((sig,), raise_interrupt)
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+        # What exists now (tasks, config, modules) lives as long as the run: out of the collector's
+        # sight, each of its full passes walks only what the trials made, not thousands of tasks.
+        gc.freeze()
         try:
             self._start_workers(queue, workers)
             while not self._all_done.wait(0.5) and self.fatal is None:
@@ -115,6 +119,7 @@ class Scheduler:
         finally:
             restore_handlers(previous)
             sys.setswitchinterval(switch_interval)
+            gc.unfreeze()
         if self.failures:
             raise RunFailed(self.failures[0])
 
