@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 from datetime import datetime, timezone
 from math import comb
 from pathlib import Path
@@ -78,6 +79,24 @@ def write_atomic(path: Path | str, text: str, fsync: bool = False) -> None:
         raise
     if fsync:
         fsync_dir(parent)
+
+
+def read_if_present(path: Path | str) -> bytes | None:
+    """A small file's bytes, None when it is absent or not a file: three plain os calls, where
+    Path.is_file() and read_text() take ten (thousands of trials read their reward at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    except IsADirectoryError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -159,6 +178,8 @@ class ResultsStore:
         self.trials_path = run_dir / "trials.jsonl"
         self.appender = DurableAppender(self.trials_path)
         self._tasks = os.path.join(run_dir, "tasks")  # strings: pathlib costs more than the file calls
+        self._lock = threading.Lock()
+        self._recorded: dict[tuple[str, int], TrialResult] | None = None  # trials.jsonl as this process knows it
 
     def finished(self, warn: bool = False) -> dict[tuple[str, int], TrialResult]:
         """What trials.jsonl records; `warn` prints one line per line that is not a trial."""
@@ -166,7 +187,17 @@ class ResultsStore:
         if warn:
             for problem in problems:
                 print(f"warning: {problem}", file=sys.stderr, flush=True)
+        with self._lock:
+            self._recorded = dict(results)
         return results
+
+    def recorded(self) -> list[TrialResult]:
+        """What trials.jsonl holds, without reading it again: what finished() read plus every record()
+        since (the run lock keeps other writers out). Summaries of a run of thousands are made from it."""
+        if self._recorded is None:
+            self.finished()
+        with self._lock:
+            return list(self._recorded.values())  # type: ignore[union-attr]
 
     def repair(self) -> None:
         """Called once, under the run lock, before the first append of a session."""
@@ -181,7 +212,12 @@ class ResultsStore:
         """An empty dir for an attempt: leftovers of an unfinished earlier session are removed."""
         task_dir = os.path.join(self._tasks, task_id)
         path = os.path.join(task_dir, f"attempt-{attempt}")
-        os.makedirs(task_dir, exist_ok=True)
+        try:
+            os.mkdir(task_dir)
+        except FileExistsError:  # another attempt of the task made it
+            pass
+        except FileNotFoundError:  # the first trial of the run: tasks/ too
+            os.makedirs(task_dir, exist_ok=True)
         try:
             os.mkdir(path)
         except FileExistsError:  # rare (a resumed run): only then pay for a removal
@@ -202,6 +238,9 @@ class ResultsStore:
         finished survives a SIGKILL. Then result.json, the same line, written plainly."""
         line = result.model_dump_json().encode("utf-8") + b"\n"
         self.appender.append(line)
+        with self._lock:
+            if self._recorded is not None:
+                self._recorded[(result.task_id, result.attempt)] = result
         path = os.path.join(self._tasks, result.task_id, f"attempt-{result.attempt}", "result.json")
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -227,30 +266,40 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def summarize(results: list[TrialResult], task_ids: list[str], k: int, sessions: list[dict[str, Any]] = (),
               count_errors_as_failures: bool = False) -> dict[str, Any]:
-    """The summary fields, computed as the README's "Summary fields" defines them."""
-    by_task: dict[str, list[TrialResult]] = {t: [] for t in task_ids}
-    for r in results:
-        if r.task_id in by_task and 1 <= r.attempt <= k:
-            by_task[r.task_id].append(r)
-    trials = [r for rs in by_task.values() for r in rs]
-    usage = sum((r.usage for r in trials), Usage())
+    """The summary fields, computed as the README's "Summary fields" defines them. One pass over the
+    trials: it runs at every checkpoint of a run of thousands."""
+    tally = {t: [0, 0, 0] for t in task_ids}  # per task: trials, graded attempts, passed attempts
+    trials: list[TrialResult] = []
+    failed = 0
     errors_by_category: dict[str, int] = {}
-    for r in trials:
+    for r in results:
+        counts = tally.get(r.task_id)
+        if counts is None or not 1 <= r.attempt <= k:
+            continue
+        trials.append(r)
+        counts[0] += 1
         if r.status == "error":
             key = r.error_category or "infra"
             errors_by_category[key] = errors_by_category.get(key, 0) + 1
-    # Graded attempts: passed or failed; an error is no verdict on the agent unless the user says so.
-    graded = {t: [r for r in rs if r.status != "error" or count_errors_as_failures] for t, rs in by_task.items()}
+            # Graded attempts: passed or failed; an error is no verdict on the agent unless the user says so.
+            counts[1] += count_errors_as_failures
+        else:
+            counts[1] += 1
+            counts[2] += r.status == "passed"
+            failed += r.status == "failed"
+    usage = Usage.total(r.usage for r in trials)
 
     def pass_at(kk: int) -> tuple[float | None, int]:
         """Mean of the unbiased estimator over the tasks with at least kk graded attempts."""
-        scored = [pass_at_k(len(rs), sum(r.status == "passed" for r in rs), kk) for rs in graded.values() if len(rs) >= kk]
+        scored = [pass_at_k(graded, passed, kk) for _, graded, passed in tally.values() if graded >= kk]
         return (round(sum(scored) / len(scored), 6) if scored else None), len(scored)
 
     pass_1, pass_1_tasks = pass_at(1)
     pass_k, pass_k_tasks = pass_at(k)
-    attempted = sum(bool(rs) for rs in by_task.values())
-    solved = sum(any(r.status == "passed" for r in rs) for rs in by_task.values())
+    attempted = sum(count > 0 for count, _, _ in tally.values())
+    solved = sum(passed > 0 for _, _, passed in tally.values())
+    passed_trials = sum(passed for _, _, passed in tally.values())
+    errors = sum(errors_by_category.values())
     return {
         "tasks": len(task_ids),
         "tasks_attempted": attempted,
@@ -258,9 +307,9 @@ def summarize(results: list[TrialResult], task_ids: list[str], k: int, sessions:
         "k": k,
         "trials_expected": len(task_ids) * k,
         "trials": len(trials),
-        "passed": sum(r.status == "passed" for r in trials),
-        "failed": sum(r.status == "failed" for r in trials),
-        "errors": sum(r.status == "error" for r in trials),
+        "passed": passed_trials,
+        "failed": failed,
+        "errors": errors,
         "errors_by_category": errors_by_category,
         "count_errors_as_failures": count_errors_as_failures,
         "pass_at_1": pass_1,

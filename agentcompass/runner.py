@@ -236,7 +236,7 @@ def opened(prepared: PreparedRun, argv: list[str], pacers: dict[Any, Pacer] | No
             """run.json with this session's end so far, then summary.json: a kill loses at most one period."""
             session["ended_at"] = now_iso()
             write_json(run_dir / "run.json", run_info)
-            return write_summary(run_dir, task_ids, resolved, run_info["sessions"], task_format)
+            return write_summary(run_dir, task_ids, resolved, run_info["sessions"], task_format, store.recorded())
 
         checkpoint()
         runner = TrialRunner(
@@ -318,9 +318,10 @@ class Periodically:
 
 
 def write_summary(run_dir: Path, task_ids: list[str], resolved: ResolvedConfig, sessions: list[dict[str, Any]],
-                  task_format: Any = None) -> dict[str, Any]:
+                  task_format: Any, recorded: list[TrialResult]) -> dict[str, Any]:
+    """summary.json (and a format's derived files) from `recorded`, the trials trials.jsonl holds."""
     selected = set(task_ids)
-    results = [r for r in ResultsStore(run_dir).finished().values() if r.task_id in selected]
+    results = [r for r in recorded if r.task_id in selected]
     summary = summarize(results, task_ids, resolved.run.k, sessions, resolved.run.count_errors_as_failures)
     summarize_more = getattr(task_format, "summarize", None)  # a format's own figures (CooperBench: merge conflicts)
     if summarize_more is not None:

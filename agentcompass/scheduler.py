@@ -8,6 +8,7 @@ round-robin so each run advances at the same pace.
 
 from __future__ import annotations
 
+import gc
 import random
 import resource
 import signal
@@ -114,6 +115,9 @@ class Scheduler:
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         scheduled = [lane for lane in self.lanes if lane.pending]
+        # What exists now (tasks, config, modules) lives as long as the run: out of the collector's
+        # sight, each of its full passes walks only what the trials made, not thousands of tasks.
+        gc.freeze()
         try:
             self._start_workers(queue, workers)
             while not self._all_done.wait(0.5):
@@ -130,6 +134,7 @@ class Scheduler:
         finally:
             restore_handlers(previous)
             sys.setswitchinterval(switch_interval)
+            gc.unfreeze()
 
     def _start_workers(self, queue: deque[tuple[Lane, Task, int]], count: int) -> None:
         for i in range(count):

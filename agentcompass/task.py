@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
@@ -89,15 +89,21 @@ class Usage(BaseModel):
     model_errors: int = 0  # model requests that failed (retried or given up on); their time is in generation_s
 
     def __add__(self, other: "Usage") -> "Usage":
-        return Usage(
-            model_calls=self.model_calls + other.model_calls,
-            tokens_in=self.tokens_in + other.tokens_in,
-            tokens_out=self.tokens_out + other.tokens_out,
-            tokens_cached=self.tokens_cached + other.tokens_cached,
-            cost_usd=self.cost_usd + other.cost_usd,
-            cost_known=self.cost_known and other.cost_known,
-            generation_s=self.generation_s + other.generation_s,
-            model_errors=self.model_errors + other.model_errors,
+        return Usage.total((self, other))
+
+    @classmethod
+    def total(cls, usages: Iterable["Usage"]) -> "Usage":
+        """The sum of many, made once: `sum()` over thousands would build (and validate) one Usage per addition."""
+        items = list(usages)
+        return cls(
+            model_calls=sum(u.model_calls for u in items),
+            tokens_in=sum(u.tokens_in for u in items),
+            tokens_out=sum(u.tokens_out for u in items),
+            tokens_cached=sum(u.tokens_cached for u in items),
+            cost_usd=sum(u.cost_usd for u in items),
+            cost_known=all(u.cost_known for u in items),
+            generation_s=sum(u.generation_s for u in items),
+            model_errors=sum(u.model_errors for u in items),
         )
 
 

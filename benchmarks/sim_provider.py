@@ -1,7 +1,8 @@
 """A simulated provider for benchmarks/scale.py: sandboxes that cost only fixed latencies.
 
 Opening a sandbox sleeps `open_s`, each command sleeps `command_s` and succeeds; uploads are
-free, and downloading the verifier's folder yields a passing reward. Nothing else is done, so
+free, downloading the verifier's folder yields a passing reward, and every other path is absent,
+as in a sandbox where the agent left no artifacts. Nothing else is done, so
 whatever a trial takes beyond these sleeps is the orchestrator's own overhead. Loaded through a
 provider YAML's dotted `impl: sim_provider:SimProvider` (benchmarks/ on PYTHONPATH); it is
 never a built-in.
@@ -22,7 +23,7 @@ class SimSandbox:
         self.command_s = command_s
 
     def exec(self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None,
-             timeout: float | None = None) -> ExecResult:
+             timeout: float | None = None, user: str | None = None) -> ExecResult:
         time.sleep(self.command_s)
         return ExecResult(exit_code=0, duration_s=self.command_s)
 
@@ -30,6 +31,8 @@ class SimSandbox:
         pass
 
     def download(self, remote: str, local: Path) -> None:
+        if remote != "/logs/verifier":
+            raise FileNotFoundError(remote)
         local.mkdir(parents=True, exist_ok=True)
         fd = os.open(local / "reward.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.write(fd, b"1\n")

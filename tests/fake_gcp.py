@@ -20,6 +20,8 @@ import subprocess
 import threading
 from typing import Any, Iterator
 
+from fake_sdk import jsonable
+
 LOG_ENV = "FAKE_GCP_LOG"
 KEYS_ENV = "FAKE_GCP_AUTHORIZED_KEYS"  # the test sshd's authorized_keys file
 EXHAUSTED_ENV = "FAKE_GCP_EXHAUSTED"  # comma-separated zones out of capacity
@@ -38,13 +40,8 @@ vms: dict[str, "Vm"] = {}
 _lock = threading.Lock()
 
 
-def jsonable(value: Any) -> Any:
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
+def describe_object(value: Any) -> Any:
+    """A google-cloud message as its dict, as the client library prints it."""
     to_dict = getattr(type(value), "to_dict", None)
     return to_dict(value) if callable(to_dict) else str(value)
 
@@ -55,7 +52,7 @@ def record(call: str, /, *args: Any, **kwargs: Any) -> None:
         log = os.environ.get(LOG_ENV)
         if log:
             with open(log, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps({"call": call, "args": jsonable(args), "kwargs": jsonable(kwargs)}) + "\n")
+                handle.write(json.dumps({"call": call, "args": jsonable(args, describe_object), "kwargs": jsonable(kwargs, describe_object)}) + "\n")
 
 
 def reset() -> None:

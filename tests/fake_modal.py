@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from fake_sdk import jsonable
+
 LOG_ENV = "FAKE_MODAL_LOG"
 LOSE_ENV = "FAKE_MODAL_LOSE"
 LOSE_AFTER_S = 0.5
@@ -51,15 +53,10 @@ NAME_RELEASE_S = 1.0
 _ids = itertools.count(1)
 
 
-def jsonable(value: Any) -> Any:
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    describe = getattr(value, "describe", None)
-    return describe() if callable(describe) else str(value)
+def describe_object(value: Any) -> Any:
+    """A fake Modal object (Image, Secret, ...) by its own describe(), as the recorded calls show it."""
+    own = getattr(value, "describe", None)
+    return own() if callable(own) else str(value)
 
 
 def record(call: str, /, *args: Any, **kwargs: Any) -> None:
@@ -68,7 +65,7 @@ def record(call: str, /, *args: Any, **kwargs: Any) -> None:
         log = os.environ.get(LOG_ENV)
         if log:
             with open(log, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps({"call": call, "args": jsonable(args), "kwargs": jsonable(kwargs),
+                handle.write(json.dumps({"call": call, "args": jsonable(args, describe_object), "kwargs": jsonable(kwargs, describe_object),
                                          "t": time.time()}) + "\n")
 
 

@@ -24,6 +24,7 @@ from agentcompass.formats.harbor_schema import Artifact, Environment, Step, Task
 from agentcompass.formats.sources import dataset_root
 from agentcompass.formats.terminal_bench_compose import COMPOSE_FILES, compose_services
 from agentcompass.sandbox import ComposeSpec
+from agentcompass.results import read_if_present
 from agentcompass.schema import Recipe
 from agentcompass.task import AgentOutcome, Grade, Task
 
@@ -154,8 +155,7 @@ class HarborFormat:
         image = (recipe.image.format(task_id=task_dir.name) if recipe.image else None) or environment.docker_image
         dockerfile = task_dir / "environment" / "Dockerfile"
         seed = task_dir / "environment" / "workspace"
-        instruction_path = task_dir / "instruction.md"
-        instruction = instruction_path.read_text(encoding="utf-8") if instruction_path.is_file() else ""
+        instruction = (read_if_present(task_dir / "instruction.md") or b"").decode()
         baseline = environment.baseline_network()
         if recipe.allow_internet is not None:
             baseline = "public" if recipe.allow_internet else "no-network"
@@ -361,15 +361,16 @@ class HarborFormat:
             sandbox.download(VERIFIER_DIR, local)
         except FileNotFoundError:
             pass
-        text_file, json_file = local / "reward.txt", local / "reward.json"
         try:
-            if text_file.is_file():
-                return {"reward": float(text_file.read_text().strip())}
-            if json_file.is_file():
-                data = json.loads(json_file.read_text())
-                if not isinstance(data, dict) or not data:
+            text = read_if_present(local / "reward.txt")
+            if text is not None:
+                return {"reward": float(text.decode().strip())}
+            data = read_if_present(local / "reward.json")
+            if data is not None:
+                named = json.loads(data)
+                if not isinstance(named, dict) or not named:
                     raise ValueError("reward.json must be a non-empty object of named rewards")
-                return {str(k): float(v) for k, v in data.items()}
+                return {str(k): float(v) for k, v in named.items()}
         except ValueError as exc:
             raise VerifierError(f"unreadable reward file: {exc}") from exc
         raise VerifierError(
