@@ -361,14 +361,15 @@ def test_ctrl_c_with_a_stream_in_flight_ends_the_run(upstream, tmp_path):
     assert "Traceback" not in stderr.read_text()
 
 
-@pytest.mark.parametrize("setting, says", [
-    ('--env-params={"isolation": "bwrap"}', "has no internet, and on env local (bwrap) that leaves it no network"),
-    ("run.gateway.public_url=ftp://tunnel", "run.gateway.public_url 'ftp://tunnel' is not an http(s) URL"),
+@pytest.mark.parametrize("settings, says", [
+    (['--env-params={"isolation": "bwrap"}'], "has no internet, and on env local (bwrap) that leaves it no network"),
+    (['--env-params={"isolation": "none"}', "run.gateway.public_url=ftp://tunnel"],
+     "run.gateway.public_url 'ftp://tunnel' is not an http(s) URL"),
 ], ids=["offline-task-under-bwrap", "public-url-not-http"])
-def test_a_gateway_the_sandboxes_cannot_reach_is_refused_before_the_run(tmp_path, cli, setting, says):
-    if "bwrap" in setting and not shutil.which("bwrap"):
+def test_a_gateway_the_sandboxes_cannot_reach_is_refused_before_the_run(tmp_path, cli, settings, says):
+    if "bwrap" in settings[0] and not shutil.which("bwrap"):
         pytest.skip("bubblewrap is not installed")
-    done = cli(*probe_args(tmp_path, "http://127.0.0.1:9", "refused", setting),
+    done = cli(*probe_args(tmp_path, "http://127.0.0.1:9", "refused", *settings),
                env={"PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)])})
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (tmp_path / "results").exists()
