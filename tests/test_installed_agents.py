@@ -176,7 +176,7 @@ def test_a_rejected_key_is_the_agents_error_not_retried(harness, tmp_path, cli_c
 def test_an_endpoint_outage_is_infra_and_retried(harness, tmp_path, cli_cache):
     llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, outage_after=0, finish="Fixed.")
     trial, _, _ = run_agent(tmp_path, cli_cache, harness, llm, "run.max_retries=1", "run.retry_backoff_s=0",
-                            "harness.timeout_s=20", "harness.env={CLAUDE_CODE_MAX_RETRIES: '1'}")
+                            "harness.timeout_s=120", "harness.env={CLAUDE_CODE_MAX_RETRIES: '1'}")
     assert trial["status"] == "error" and trial["error_category"] == "infra", trial
     assert "kept failing" in trial["message"]
     assert {r.status for r in llm.requests} == {503}

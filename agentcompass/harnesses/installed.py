@@ -132,6 +132,7 @@ class InstalledAgent:
     binary: str  # the native binary, relative to node_modules
     command_name: str
     model_apis: tuple[str, ...]  # the model presets' `api` values the CLI can speak
+    log_files: str = ""  # the CLI's own log files (a shell glob): kept in agent.log, read even when it was killed
 
     class Settings(Strict):
         version: str  # the npm package's version, pinned
@@ -185,9 +186,10 @@ class InstalledAgent:
             limit = self.time_limit_s(task)
             result = sandbox.exec(f"set -a; . {AGENT_DIR}/env; set +a; exec 0</dev/null; "
                                   f"{self.command(model, task.workdir)}", cwd=task.workdir, timeout=limit)
+            logs = sandbox.exec(f"cat {self.log_files} 2>/dev/null", timeout=60).stdout if self.log_files else ""
             sandbox.exec(f"rm -rf {AGENT_DIR}", timeout=60)  # the key and the CLI's state leave with it
             upstream = api_key(model)  # with a gateway the sandbox never held it; scrubbed all the same
-            stdout, stderr = (scrub(scrub(text, secret), upstream) for text in (result.stdout, result.stderr))
+            stdout, stderr = (scrub(scrub(text, secret), upstream) for text in (result.stdout, result.stderr + logs))
             trial.write(f"{self.name}.jsonl", stdout)
             trial.write("agent.log", stderr)
             metered = endpoint.usage()
@@ -208,7 +210,7 @@ class InstalledAgent:
     def install(self, sandbox: "Sandbox") -> None:
         sandbox.upload(self.archive, f"{AGENT_DIR}/{BUNDLE}")
         done = sandbox.exec(f"mkdir -p {HOME_DIR} && tar -xzf {AGENT_DIR}/{BUNDLE} -C {AGENT_DIR} "
-                            f"&& rm {AGENT_DIR}/{BUNDLE} && {AGENT_DIR}/bin/{self.command_name} --version",
+                            f"&& rm {AGENT_DIR}/{BUNDLE} && HOME={HOME_DIR} {AGENT_DIR}/bin/{self.command_name} --version",
                             timeout=INSTALL_TIMEOUT_S)
         if not done.ok:
             raise InfraError(f"installing {self.package}@{self.settings.version} in the sandbox failed "

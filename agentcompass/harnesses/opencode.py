@@ -28,6 +28,7 @@ class OpencodeHarness(InstalledAgent):
     name, package, command_name = "opencode", "opencode-ai", "opencode"
     binary = "opencode-linux-x64/bin/opencode"
     model_apis = ("openai", "anthropic")
+    log_files = f"{HOME_DIR}/.local/share/opencode/log/*.log"  # written as it goes; a pipe's buffer dies with a kill
 
     def config_files(self, model: "ModelConfig", endpoint: Any) -> dict[str, str]:
         model_id = cli_model_name(model)
@@ -55,7 +56,7 @@ class OpencodeHarness(InstalledAgent):
                 "OPENCODE_DISABLE_SHARE": "1"}
 
     def command(self, model: "ModelConfig", workdir: str) -> str:
-        return (f'opencode run --format json --print-logs --log-level WARN --model {PROVIDER}/{cli_model_name(model)} '
+        return (f'opencode run --format json --log-level WARN --model {PROVIDER}/{cli_model_name(model)} '
                 f'{self.extra_args} "$(cat "$PROMPT_FILE")"')
 
     def read_usage(self, stdout: str) -> Usage:
