@@ -7,9 +7,9 @@ command 0.05 s, nothing else costs anything, so the rest is the orchestrator's o
     python benchmarks/scale.py [--runs 10000:1000 2000:500] [--open-s 0.2] [--command-s 0.05]
 
 Per size it prints the command's wall time against the ideal (rounds of `concurrency` trials,
-each taking the simulated open + commands), trials/s, the peak RSS of the `agentcompass run`
-process, the per-trial overhead (a trial's time minus its open and its commands, as recorded
-in trials.jsonl), the start-up (launch to the first trial: interpreter, composition, loading
+each taking the simulated open + commands), trials/s, its CPU time (user + system: on a shared
+machine it varies far less than the wall), the peak RSS of the `agentcompass run` process, the
+per-trial overhead (a trial's time minus its open and its commands, as recorded in trials.jsonl), the start-up (launch to the first trial: interpreter, composition, loading
 the tasks) and the span from the first trial's start to the last one's end. Targets: wall <= 2x ideal, peak RSS <= 300 MiB, overhead p50 <= 5 ms.
 """
 
@@ -33,19 +33,20 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from harbor_factory import make_file_tasks, make_recipe  # noqa: E402
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one command, measured in a fresh child."""
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (KiB) of one command, measured in a fresh child."""
     probe = (
         "import resource, subprocess, sys, time; t = time.monotonic(); "
         "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode; "
-        "print(time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, rc)"
+        "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+        "print(time.monotonic() - t, u.ru_utime + u.ru_stime, u.ru_maxrss, rc)"
     )
     out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True,
                          env=env).stdout
-    wall, rss, rc = out.split()
+    wall, cpu, rss, rc = out.split()
     if rc != "0":
         raise SystemExit(f"command failed ({rc}): {' '.join(argv)}")
-    return float(wall), int(rss)
+    return float(wall), float(cpu), int(rss)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -72,13 +73,13 @@ def main() -> None:
             f"name: sim\nimpl: sim_provider:SimProvider\nopen_s: {args.open_s}\ncommand_s: {args.command_s}\n")
         print(f"Harbor tasks, oracle, simulated provider (open {args.open_s} s, command {args.command_s} s), "
               f"{time.strftime('%Y-%m-%d')}\n")
-        print("| trials | concurrency | wall s | ideal s | wall/ideal | trials/s | peak RSS MiB "
+        print("| trials | concurrency | wall s | ideal s | wall/ideal | trials/s | CPU s | peak RSS MiB "
               "| overhead p50 ms | p90 ms | start-up s | trials span s |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for trials, concurrency in sizes:
             run_name = f"n{trials}-c{concurrency}"
             launched = time.time()
-            wall, rss = timed([
+            wall, cpu, rss = timed([
                 sys.executable, "-m", "agentcompass", "run", f"scale{trials}", "oracle", "none", "--env", "sim",
                 "--config-dir", str(work / "conf"), "--task-concurrency", str(concurrency),
                 "--results-dir", str(work / "results"), "--run-name", run_name,
@@ -93,7 +94,7 @@ def main() -> None:
             last = max(datetime.fromisoformat(r["finished_at"]).timestamp() for r in rows)
             overheads = [(r["timings"]["total"] - r["timings"]["open"] - r["timings"]["commands"]) * 1000 for r in rows]
             print(f"| {trials} | {concurrency} | {wall:.1f} | {ideal:.1f} | {wall / ideal:.2f} | {trials / wall:.0f} "
-                  f"| {rss / 1024:.0f} | {percentile(overheads, 0.5):.1f} | {percentile(overheads, 0.9):.1f} "
+                  f"| {cpu:.1f} | {rss / 1024:.0f} | {percentile(overheads, 0.5):.1f} | {percentile(overheads, 0.9):.1f} "
                   f"| {first - launched:.1f} | {last - first:.1f} |",
                   flush=True)
     finally:

@@ -283,7 +283,8 @@ def test_sigkill_at_ten_random_instants_then_finish(cli, tmp_path):
         time.sleep(rng.uniform(0, 0.8))
         os.killpg(proc.pid, signal.SIGKILL)  # the run and every process it started
         proc.wait()
-    assert len(lines_of(run_dir)) < 24, "the kills came too late to interrupt anything"
+    recorded = lines_of(run_dir) if (run_dir / "trials.jsonl").exists() else []  # busy machine: maybe none finished
+    assert len(recorded) < 24, "the kills came too late to interrupt anything"
     result = cli(*args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in lines_of(run_dir)]

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import sys
 import time
-import tomllib
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import tomli  # the compiled twin of tomllib: several times faster over a dataset of thousands of task.toml
 from pydantic import ValidationError
 from agentcompass.errors import InfraError, UserError, VerifierError
 from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
@@ -97,8 +97,8 @@ def compose_spec(task_dir: Path, environment: Environment, image: str | None, bu
 def read_config(task_dir: Path) -> TaskConfig:
     path = task_dir / "task.toml"
     try:
-        return TaskConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        return TaskConfig.model_validate(tomli.loads(path.read_text(encoding="utf-8")))
+    except (OSError, tomli.TOMLDecodeError) as exc:
         raise UserError(f"{path}: {exc}") from exc
     except ValidationError as exc:
         first = exc.errors()[0]
