@@ -62,12 +62,8 @@ class FakeLLM:
     revoke_after: int | None = None  # after this many successes every request gets a 401 (a revoked key)
     outage_after: int | None = None  # after this many successes every request gets a 503 (an outage)
     context_window_after: int | None = None  # a conversation with this many assistant turns is "too long" (400)
-<<<<<<< HEAD
     finish: str | None = None  # past the last command: this text, no tool call (the agent's turn ends)
-    delay_s: float = 0.0  # wait this long before each tool-using reply (a hung endpoint)
-=======
-    delay_s: float = 0.0  # how long each reply takes to "generate": calls in flight at once overlap in time
->>>>>>> sweep-par
+    delay_s: float = 0.0  # each tool-using reply takes this long (a hung endpoint; overlapping calls in flight)
     requests: list[Recorded] = field(default_factory=list)
     checks: list[Recorded] = field(default_factory=list)  # requests offering no tools (preflight, titles)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -84,7 +80,6 @@ class FakeLLM:
             "prompt_tokens_details": {"cached_tokens": cached},
         }
 
-<<<<<<< HEAD
     # -- the script --------------------------------------------------------------------------
     def decide(self, api: str, body: dict[str, Any], authorization: str) -> tuple[int, Action | dict[str, Any]]:
         """A status and either the scripted action (200) or an error payload (OpenAI's shape)."""
@@ -92,12 +87,6 @@ class FakeLLM:
             return self.check_reply(api, body, authorization)
         if self.delay_s:
             time.sleep(self.delay_s)
-=======
-    def reply(self, body: dict[str, Any], authorization: str) -> tuple[int, dict[str, Any]]:
-        if body.get("max_tokens") == 1 and "tools" not in body:
-            return self.check_reply(body, authorization)
-        time.sleep(self.delay_s)  # outside the lock: the server answers concurrent requests concurrently
->>>>>>> sweep-par
         with self._lock:
             if self.failures:
                 status = self.failures.pop(0)

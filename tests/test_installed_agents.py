@@ -215,14 +215,12 @@ def test_list_harnesses_shows_the_three_clis():
 
 def test_reasoning_tiers_reach_the_endpoint_through_the_gateway(tmp_path, cli_cache):
     """Issue 12 point 4: a three-tier sweep of opencode on glm-5.2; every request carries its tier's fields.
-    opencode cannot send chat_template_kwargs itself: the run's model gateway adds them (needs TrialContext.gateway)."""
-    from agentcompass.trial import TrialContext
-
-    if "gateway" not in getattr(TrialContext, "__dataclass_fields__", {}):
-        pytest.skip("TrialContext.gateway does not exist yet: runs once the model gateway (issue 12 point 2) lands")
+    opencode cannot send chat_template_kwargs itself: the run's model gateway adds them."""
     llm = FakeLLM(FIX_COMMANDS, finish="Fixed.")
     with FakeLLMServer(llm) as server:
         proc = run_cli("run", "demo", "opencode", "glm-5.2", "-m", "model.reasoning=none,high,max", "--env", "local",
+                       # the demo task is offline: under bwrap it would have no network, not even the gateway
+                       "--env-params", json.dumps({"isolation": "none"}),
                        "--model-base-url", server.base_url, "--benchmark-params", json.dumps({"sample_ids": [TASK]}),
                        f"harness.cache_dir={cli_cache}", "--results-dir", str(tmp_path / "results"),
                        "--run-name", "sweep", cwd=tmp_path, timeout=900,
