@@ -22,7 +22,7 @@ import fake_gcp
 from agentcompass.errors import UserError
 from agentcompass.sandbox import TRUNCATION_MARK, SandboxSpec
 from conftest import IN_CI
-from harbor_factory import make_recipe, make_task
+from harbor_factory import add_toml, make_recipe, make_sidecar_task, make_task, schema_fixtures
 
 TESTS = Path(__file__).resolve().parent
 SSHD = "/usr/sbin/sshd"
@@ -464,6 +464,63 @@ def test_cleanup_command_filters_by_run_label(gcp_cli):
     assert "removed 0 gcp sandbox(es) of run 'Gone.Run'" in run.stdout
     [listed] = [c for c in sdk if c["call"] == "InstancesClient.aggregated_list"]
     assert listed["args"][0]["filter"] == 'labels.agentcompass = "1" AND labels.run = "gone-run"'
+
+
+# -- Harbor fields: honoured where the VM can, refused before the run (one line) where it cannot ------------
+def run_harbor(gcp_cli, tmp_path: Path, recipe: str, dataset: Path, *ids: str):
+    conf = tmp_path / "conf"
+    make_recipe(conf, recipe, dataset, runs_on_host=False)
+    params = ["--benchmark-params", json.dumps({"sample_ids": list(ids)})] if ids else []
+    return gcp_cli("run", recipe, "oracle", "none", "--env", "gcp", "--config-dir", str(conf), "--results-dir",
+                   str(tmp_path / "res"), "--run-name", RUN, "--env-params", gcp_cli.params, *params)
+
+
+def test_harbor_users_and_phase_networks_are_honoured(gcp_cli, base_image, tmp_path):
+    """hello-user: the agent's commands run as `agent`, the verifier's as `checker` (docker exec -u);
+    network-policy: the agent's phase has no network, the verifier's has (the container leaves and rejoins
+    the VM's bridge)."""
+    dataset = tmp_path / "tasks"
+    schema_fixtures(dataset, base_image)
+    run, sdk = run_harbor(gcp_cli, tmp_path, "schema", dataset, "hello-user", "network-policy")
+    assert run.returncode == 0, run.stderr[-3000:]
+    [trials] = (tmp_path / "res").glob(f"{RUN}/*/trials.jsonl")
+    rows = {r["task_id"]: r for r in map(json.loads, trials.read_text().splitlines())}
+    assert {t: r["reward"] for t, r in rows.items()} == {"hello-user": 1.0, "network-policy": 1.0}, rows
+    assert sum(c["call"] == "InstancesClient.insert" for c in sdk) == 2 and containers() == []
+
+
+@pytest.mark.parametrize("toml_extra, field", [
+    ("[environment]\ngpus = 1\n", "[environment] gpus = 1"),
+    ('[agent]\nallowed_hosts = ["pypi.org"]\n', 'network_mode = "allowlist"'),
+    (None, "docker-compose.yaml sidecar services (api)"),
+])
+def test_harbor_fields_gcp_cannot_honour_are_refused(gcp_cli, base_image, tmp_path, toml_extra, field):
+    dataset = tmp_path / "tasks"
+    if toml_extra is None:
+        make_sidecar_task(dataset, "t", base_image)
+    else:
+        add_toml(make_task(dataset, "t", solve="true", test="true", dockerfile=f"FROM {base_image}\n"), toml_extra)
+    run, sdk = run_harbor(gcp_cli, tmp_path, "fields", dataset)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr
+    assert field in lines[0] and "gcp provider" in lines[0], lines[0]
+    assert not (tmp_path / "res").exists()
+    assert not any(c["call"] == "InstancesClient.insert" for c in sdk)
+
+
+def test_storage_mb_sizes_the_boot_disk():
+    pytest.importorskip("google.cloud.compute_v1")
+    pytest.importorskip("paramiko")
+    from agentcompass.providers.gcp import GcpProvider
+    from agentcompass.providers.ssh import EphemeralKey
+
+    def disk(storage_mb, **settings):
+        vm = GcpProvider(**settings).instance_resource("us-central1-a", "ac-x", spec(storage_mb=storage_mb), EphemeralKey())
+        return vm.disks[0].initialize_params.disk_size_gb
+
+    assert disk(None) == 50 and disk(10240) == 50  # the default disk holds 10 GB beside the OS and the image
+    assert disk(100 * 1024) == 120  # 100 GB for the task, 20 for the OS and the image
+    assert disk(100 * 1024, disk_gb=500) == 500
 
 
 def test_config_show_has_the_defaults(cli):

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import math
 import re
 import shlex
 import tarfile
@@ -37,10 +39,11 @@ from agentcompass.providers.gcp_batch import BatchSettings
 from agentcompass.providers.modal import DOWNLOAD_SCRIPT, MISSING_EXIT  # the same tar-over-exec download
 from agentcompass.providers.remote import EXEC_MARK, KILL_MARKED, extract_renamed, one_line, upload_archive
 from agentcompass.providers.ssh import EphemeralKey, SshHost
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, compose_refusal
+from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals
 from agentcompass.schema import Positive, PositiveInt, Strict
 
 DEFAULT_LIFETIME_S = 2 * 3600  # when neither the settings nor the task say how long a VM may live
+OS_AND_IMAGE_GB = 20  # room on the boot disk beside a task's storage_mb: the OS and the task image
 STATE_DIR = "/var/lib/agentcompass"  # on the VM: start-up log, build context, container status
 
 
@@ -48,6 +51,12 @@ def label_value(text: str) -> str:
     """A GCP label key or value: lower-case [a-z0-9_-], at most 63 characters (long ones keep a hash)."""
     value = re.sub(r"[^a-z0-9_-]+", "-", text.lower())
     return value if len(value) <= 63 else f"{value[:46]}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def disk_gb(configured: int, storage_mb: int | None) -> int:
+    """The boot disk: the configured size, or more when the task's [environment] storage_mb needs it. The disk
+    is the trial's own, so the task container gets at least what it asks for (the OS and the image aside)."""
+    return max(configured, math.ceil((storage_mb or 0) / 1024) + OS_AND_IMAGE_GB)
 
 
 def instance_name(name: str) -> str:
@@ -134,10 +143,12 @@ class GcpProvider:
 
     # -- provider protocol ---------------------------------------------------------------
     def check(self, spec: SandboxSpec) -> None:
-        """Before the run: an image to run, credentials, a project, and the right to list VMs in it."""
+        """Before the run: fields it can honour, an image to run, credentials, a project, the right to list VMs.
+        Users are `docker exec -u`, phase networks `docker network connect/disconnect`, storage_mb the boot
+        disk's size; sidecars, GPUs and allowlists (no egress filter on the VM) are refused."""
         from google.api_core import exceptions as gexc
 
-        compose_refusal(spec, "gcp")
+        common_refusals(spec, "gcp", switch_network=True)
         if not (self.settings.image or spec.image or spec.build_context):
             raise UserError(f"task '{spec.name}' names no image and has no environment/Dockerfile; "
                             "pass one with --env-params '{\"image\": \"NAME\"}'")
@@ -222,7 +233,7 @@ class GcpProvider:
             name=name, machine_type=f"zones/{zone}/machineTypes/{s.machine_type}", labels=labels,
             disks=[compute_v1.AttachedDisk(boot=True, auto_delete=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
                 source_image=f"projects/{s.vm_image_project}/global/images/family/{s.vm_image_family}",
-                disk_size_gb=s.disk_gb))],
+                disk_size_gb=disk_gb(s.disk_gb, spec.storage_mb)))],
             network_interfaces=[interface], scheduling=scheduling,
             metadata=compute_v1.Metadata(items=[compute_v1.Items(key=k, value=v) for k, v in metadata.items()]),
             tags=compute_v1.Tags(items=s.network_tags))
@@ -256,7 +267,9 @@ def startup_script(name: str, spec: SandboxSpec, s: GcpProvider.Settings) -> str
         get_image = (f"until [ -e {state}/context.tar ]; do sleep 1; done; mkdir -p {state}/context && "
                      f"tar -xf {state}/context.tar -C {state}/context && docker build{build_args} -t {image} {state}/context")
     cpus, memory = s.cpu or spec.cpus, s.memory or spec.memory_mb
-    run = ["docker", "run", "-d", "--name", name, "--init", "--network", "bridge" if spec.allow_internet else "none",
+    # A task whose phases switch networks starts on the bridge; the sandbox leaves it for a phase without one.
+    network = "bridge" if spec.allow_internet or "public" in spec.network_modes else "none"
+    run = ["docker", "run", "-d", "--name", name, "--init", "--network", network,
            "-w", spec.workdir, "--entrypoint", "/bin/sh"]
     run += [f"--cpus={cpus}"] if cpus else []
     run += [f"--memory={memory}m"] if memory else []
@@ -319,6 +332,8 @@ class GcpSandbox:
                 log = self.ssh.run(f"{self.root}tail -c 2000 {state}/startup.log").stdout.decode(errors="replace")
                 why = f"failed ({done.exit_code})" if b"done" in done.stdout else f"took over {s.boot_timeout_s:.0f}s"
                 raise InfraError(f"VM {self.id}: the task container's start-up {why}: {one_line(log)[-400:]}")
+            if "public" in self.spec.network_modes and not self.spec.allow_internet:
+                self.set_network("no-network")  # started on the bridge so that a later phase can join it
         except BaseException:
             self.close()
             raise
@@ -352,6 +367,13 @@ class GcpSandbox:
                                on_timeout=lambda: self._ssh().run(kill, timeout=60))
         return ExecResult(done.exit_code, cap_output(done.stdout, cap), cap_output(done.stderr, cap), done.timed_out,
                           time.monotonic() - start)
+
+    def set_network(self, mode: str, allowed_hosts: tuple[str, ...] = ()) -> None:  # no allowlists here (refused)
+        """A phase's network (Harbor's network_mode): the task container on the VM's bridge, or on none at all."""
+        inspect = self._must(f"{self.docker} inspect -f '{{{{json .NetworkSettings.Networks}}}}' {self.id}")
+        attached, wanted = "bridge" in (json.loads(inspect.stdout or b"null") or {}), mode == "public"
+        if wanted != attached:
+            self._must(f"{self.docker} network {'connect' if wanted else 'disconnect'} bridge {self.id}")
 
     # -- files ---------------------------------------------------------------------------
     def upload(self, local: Path, remote: str) -> None:
