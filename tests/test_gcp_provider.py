@@ -139,12 +139,14 @@ def test_every_sdk_call_binds_to_the_real_signature(fake, sshd, tmp_path):
         "InstancesClient.aggregated_list": compute_v1.InstancesClient.aggregated_list,
         "ExtendedOperation.result": ExtendedOperation.result,
         "google.auth.default": fake_gcp.REAL["google.auth.default"],
+        "BatchServiceClient": fake_gcp.REAL["BatchServiceClient"].__init__,  # cleanup: eval's leftover jobs
+        "BatchServiceClient.list_jobs": fake_gcp.REAL["BatchServiceClient"].list_jobs,
     }
     seen = set()
     for name, args, kwargs in fake_gcp.calls:
         function = real[name]
         method = name != "google.auth.default"
-        if name == "InstancesClient":
+        if name in ("InstancesClient", "BatchServiceClient"):
             kwargs = {"credentials": None}
         inspect.signature(function).bind(*((None,) if method else ()), *args, **kwargs)  # TypeError if wrong
         seen.add(name)
@@ -324,6 +326,40 @@ def test_cleanup_deletes_labelled_vms(fake, sshd):
     assert calls("InstancesClient.aggregated_list")[-1][1][0]["filter"] == f'labels.agentcompass = "1" AND labels.run = "{RUN}"'
 
 
+def batch_job(job_id: str, **labels: str) -> str:
+    """A job a killed `eval` left in the fake Batch service (as gcp_eval labels it: agentcompass=1, run=NAME)."""
+    from google.cloud import batch_v1
+
+    name = f"projects/{fake_gcp.ADC_PROJECT}/locations/us-central1/jobs/{job_id}"
+    fake_gcp.BatchServiceClient.jobs[name] = batch_v1.Job(name=name, labels=labels)
+    return name
+
+
+def test_cleanup_deletes_labelled_batch_jobs(fake, sshd, monkeypatch):
+    monkeypatch.setattr(fake_gcp.BatchServiceClient, "jobs", {})
+    mine = batch_job("ac-gone-run-1", agentcompass="1", run="gone-run")
+    other = batch_job("ac-other-2", agentcompass="1", run="other")
+    foreign = batch_job("someone-elses", run="gone-run")  # no agentcompass label: never ours to delete
+    p = provider(sshd)
+    assert p.cleanup("Gone.Run") == 1
+    assert sorted(fake_gcp.BatchServiceClient.jobs) == sorted([other, foreign])
+    assert p.cleanup() == 1
+    assert list(fake_gcp.BatchServiceClient.jobs) == [foreign]
+    assert [c[2]["name"] for c in calls("BatchServiceClient.delete_job")] == [mine, other]
+    listed = calls("BatchServiceClient.list_jobs")
+    assert [c[2]["parent"] for c in listed] == [f"projects/{fake_gcp.ADC_PROJECT}/locations/us-central1"] * 2
+    for _, args, kwargs in calls("BatchServiceClient.delete_job"):
+        inspect.signature(fake_gcp.REAL["BatchServiceClient"].delete_job).bind(None, *args, **kwargs)  # TypeError if wrong
+
+
+def test_cleanup_with_the_batch_api_off_deletes_vms_only(fake, sshd, monkeypatch):
+    monkeypatch.setattr(fake_gcp.BatchServiceClient, "jobs", {})
+    monkeypatch.setenv(fake_gcp.DISABLED_APIS_ENV, "batch")
+    p = provider(sshd)
+    p.open(spec("a"))
+    assert p.cleanup(RUN) == 1 and fake_gcp.vms == {}
+
+
 # -- credentials ----------------------------------------------------------------------------------
 def test_project_precedence(fake, sshd, monkeypatch):
     from agentcompass.providers.gcp_api import gcp_credentials
@@ -464,6 +500,8 @@ def test_cleanup_command_filters_by_run_label(gcp_cli):
     assert "removed 0 gcp sandbox(es) of run 'Gone.Run'" in run.stdout
     [listed] = [c for c in sdk if c["call"] == "InstancesClient.aggregated_list"]
     assert listed["args"][0]["filter"] == 'labels.agentcompass = "1" AND labels.run = "gone-run"'
+    [jobs] = [c for c in sdk if c["call"] == "BatchServiceClient.list_jobs"]  # eval's leftovers too
+    assert jobs["kwargs"]["parent"] == f"projects/{fake_gcp.ADC_PROJECT}/locations/us-central1"
 
 
 # -- Harbor fields: honoured where the VM can, refused before the run (one line) where it cannot ------------

@@ -103,12 +103,18 @@ class GcpProvider:
         credentials_file: str | None = None  # a service-account key file (private --config only)
         batch: BatchSettings = BatchSettings()  # `eval`/`validate` on gcp: ONE GCP Batch job (providers/gcp_eval.py)
 
+        @property
+        def default_region(self) -> str:
+            """`region`, else the zone's (Batch jobs and subnetworks live in a region)."""
+            return self.region or self.zone.rsplit("-", 1)[0]
+
     def __init__(self, keep: bool = False, **settings: Any) -> None:
         self.settings = self.Settings(**settings)
         self.keep = keep
         self._lock = threading.Lock()
         self._instances: Any = None
         self._project: str | None = None
+        self._credentials: Any = None
         self._key: EphemeralKey | None = None
         self.aborting = threading.Event()  # set on Ctrl-C: VMs still booting give up and are deleted
 
@@ -132,7 +138,7 @@ class GcpProvider:
 
                 credentials, project = gcp_credentials(self.settings.project_id, self.settings.credentials_file)
                 self._instances = compute_v1.InstancesClient(credentials=credentials)
-                self._project = project
+                self._credentials, self._project = credentials, project
             return self._instances, str(self._project)
 
     def _ssh_key(self) -> EphemeralKey:
@@ -242,16 +248,23 @@ class GcpProvider:
         return resource
 
     def cleanup(self, run_name: str | None = None) -> int:
-        """Delete VMs an earlier run left behind (labelled agentcompass=1 [and run=NAME]); returns how many."""
+        """Delete the VMs a killed run and the Batch jobs a killed `eval` left behind (labelled agentcompass=1
+        [and run=NAME]); returns how many."""
+        from google.cloud import batch_v1
+
+        from agentcompass.providers.gcp_batch import BatchJobs
+
         instances, project = self._connect()
-        wanted = 'labels.agentcompass = "1"' + (f' AND labels.run = "{label_value(run_name)}"' if run_name else "")
+        labels = {"agentcompass": "1", **({"run": label_value(run_name)} if run_name else {})}
+        wanted = " AND ".join(f'labels.{key} = "{value}"' for key, value in labels.items())
         deleted = 0
         for zone, scoped in instances.aggregated_list(request={"project": project, "filter": wanted}):
             for instance in scoped.instances:
                 if delete_instance(instances, project, zone.rpartition("/")[2], instance.name,
                                    self.settings.operation_timeout_s):
                     deleted += 1
-        return deleted
+        jobs = BatchJobs(batch_v1.BatchServiceClient(credentials=self._credentials), project, self.settings.default_region)
+        return deleted + jobs.delete_labelled(labels)
 
 
 def startup_script(name: str, spec: SandboxSpec, s: GcpProvider.Settings) -> str:

@@ -79,8 +79,7 @@ class GcpBatchProvider(GcpProvider):
         with self._lock:
             if getattr(self, "_batch_auth", None) is None:
                 credentials, project = gcp_credentials(self.settings.project_id, self.settings.credentials_file)
-                region = self.settings.region or self.settings.zone.rsplit("-", 1)[0]
-                self._batch_auth = (credentials, project, region)
+                self._batch_auth = (credentials, project, self.settings.default_region)
             return self._batch_auth
 
     def run_trials(self, prepared: "PreparedRun", pending: list[tuple["Task", int]], store: "ResultsStore",
