@@ -131,7 +131,6 @@ class BatchJobs:
         except gexc.GoogleAPICallError as exc:
             raise InfraError(f"cannot delete Batch job {name}: {one_line(exc)[:300]}") from exc
 
-
     def delete_labelled(self, labels: dict[str, str]) -> int:
         """Delete the region's jobs carrying every one of `labels` (what a killed `eval` left); returns how many.
         A project whose Batch API is off has none."""
