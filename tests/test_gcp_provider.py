@@ -519,12 +519,19 @@ def test_harbor_users_and_phase_networks_are_honoured(gcp_cli, base_image, tmp_p
     the VM's bridge)."""
     dataset = tmp_path / "tasks"
     schema_fixtures(dataset, base_image)
-    run, sdk = run_harbor(gcp_cli, tmp_path, "schema", dataset, "hello-user", "network-policy")
+    # network-policy's check with no network as the baseline: the container must start where the verifier can
+    # rejoin the bridge (a container started on `--network none` cannot).
+    add_toml(make_task(dataset, "network-baseline-none", solve="true", test="true", dockerfile=f"FROM {base_image}\n"),
+             '[environment]\nnetwork_mode = "no-network"\n[verifier]\nnetwork_mode = "public"\n')
+    for name in ("solution/solve.sh", "tests/test.sh"):
+        (dataset / "network-baseline-none" / name).write_text((dataset / "network-policy" / name).read_text())
+    run, sdk = run_harbor(gcp_cli, tmp_path, "schema", dataset, "hello-user", "network-policy", "network-baseline-none")
     assert run.returncode == 0, run.stderr[-3000:]
     [trials] = (tmp_path / "res").glob(f"{RUN}/*/trials.jsonl")
     rows = {r["task_id"]: r for r in map(json.loads, trials.read_text().splitlines())}
-    assert {t: r["reward"] for t, r in rows.items()} == {"hello-user": 1.0, "network-policy": 1.0}, rows
-    assert sum(c["call"] == "InstancesClient.insert" for c in sdk) == 2 and containers() == []
+    assert {t: r["reward"] for t, r in rows.items()} == {"hello-user": 1.0, "network-policy": 1.0,
+                                                         "network-baseline-none": 1.0}, rows
+    assert sum(c["call"] == "InstancesClient.insert" for c in sdk) == 3 and containers() == []
 
 
 @pytest.mark.parametrize("toml_extra, field", [
