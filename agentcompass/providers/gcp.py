@@ -250,8 +250,6 @@ class GcpProvider:
     def cleanup(self, run_name: str | None = None) -> int:
         """Delete the VMs a killed run and the Batch jobs a killed `eval` left behind (labelled agentcompass=1
         [and run=NAME]); returns how many."""
-        from google.cloud import batch_v1
-
         from agentcompass.providers.gcp_batch import BatchJobs
 
         instances, project = self._connect()
@@ -263,6 +261,10 @@ class GcpProvider:
                 if delete_instance(instances, project, zone.rpartition("/")[2], instance.name,
                                    self.settings.operation_timeout_s):
                     deleted += 1
+        try:
+            from google.cloud import batch_v1
+        except ImportError:  # without the Batch SDK no `eval` on gcp ran here: no jobs to look for
+            return deleted
         jobs = BatchJobs(batch_v1.BatchServiceClient(credentials=self._credentials), project, self.settings.default_region)
         return deleted + jobs.delete_labelled(labels)
 
