@@ -263,7 +263,7 @@ class GcpProvider:
                     deleted += 1
         try:
             from google.cloud import batch_v1
-        except ImportError:  # without the Batch SDK no `eval` on gcp ran here: no jobs to look for
+        except ImportError:  # no Batch SDK (a partial install): VMs only, as `eval` on gcp cannot run here either
             return deleted
         jobs = BatchJobs(batch_v1.BatchServiceClient(credentials=self._credentials), project, self.settings.default_region)
         return deleted + jobs.delete_labelled(labels)
