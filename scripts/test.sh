@@ -6,13 +6,14 @@ cd "$(dirname "$0")/.."
 
 # System packages: bubblewrap (local isolation), debootstrap (the base image), docker.io (engine),
 # chromium (opens report.html headless), openssh-server (the gcp provider's SSH path runs against a local sshd),
-# tmux (Terminal-Bench's shells on --env local).
+# tmux (Terminal-Bench's shells on --env local), npm (bundles the opencode/claude_code/codex CLIs for sandboxes).
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v chromium >/dev/null || missing+=(chromium)
 test -x /usr/sbin/sshd || missing+=(openssh-server)
 command -v tmux >/dev/null || missing+=(tmux)
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -122,11 +122,12 @@ class FakeLLM:
 
     def check_reply(self, api: str, body: dict[str, Any], authorization: str) -> tuple[int, Action | dict[str, Any]]:
         status = 401 if self.rejects(authorization) else 200
+        usage = {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10} if status == 200 else None
         with self._lock:
-            self.checks.append(Recorded(body, authorization, status, api=api))
+            self.checks.append(Recorded(body, authorization, status, usage, api=api))
         if status == 401:
             return 401, UNAUTHORIZED
-        return 200, Action(-1, None, "OK", {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10})
+        return 200, Action(-1, None, "OK", usage)
 
     @property
     def successes(self) -> list[Recorded]:

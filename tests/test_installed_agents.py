@@ -117,12 +117,13 @@ def assert_solved(trial: dict, directory: Path, llm: FakeLLM, harness: str, watc
     assert trial["status"] == "passed", trial
     assert len(llm.successes) >= len(FIX_COMMANDS) + 1  # each command, then the closing text
     assert all(r.authorization == f"Bearer {API_KEY}" for r in llm.requests)
-    # Streamed or not, the CLI's reported tokens are the server's: every figure the server sent is counted.
-    usages = [r.usage for r in llm.successes]
+    # Streamed or not, the trial's tokens are the server's: every figure the server sent is counted, the
+    # tool-less calls a CLI makes on the side (opencode's title) included, as the gateway meters every call.
+    usages = [r.usage for r in llm.successes] + [r.usage for r in llm.checks if r.status == 200]
     usage = trial["usage"]
     assert usage["tokens_in"] == sum(u["prompt_tokens"] for u in usages)
     assert usage["tokens_out"] == sum(u["completion_tokens"] for u in usages)
-    assert usage["tokens_cached"] == sum(u["prompt_tokens_details"]["cached_tokens"] for u in usages)
+    assert usage["tokens_cached"] == sum(u.get("prompt_tokens_details", {}).get("cached_tokens", 0) for u in usages)
     transcript = directory / "tasks" / TASK / "attempt-1" / f"{harness}.jsonl"
     assert transcript.is_file() and "mid - 1" in transcript.read_text()
     assert files_containing(directory.parent, API_KEY) == []

@@ -218,14 +218,16 @@ def test_a_command_that_leaves_a_daemon_returns_when_it_ends(sandbox, how):
     assert gone_within(sleep_args, 2), "every process a command starts ends with it"
 
 
+# Peak RSS from VmHWM: ru_maxrss would carry over the forking parent's peak (Linux keeps it across exec),
+# which is pytest's own size late in a long session, not this runner's.
 RUNNER = """
-import json, resource, sys, threading
+import json, re, sys, threading
 from agentcompass.providers.local import LocalProvider
 from agentcompass.sandbox import SandboxSpec
 box = LocalProvider(isolation=sys.argv[1], root=sys.argv[2]).open(SandboxSpec(name="t"))
 result = box.exec(sys.argv[3], timeout=120)
 print(json.dumps({"exit_code": result.exit_code, "stdout_len": len(result.stdout), "stderr_len": len(result.stderr),
-                  "tail": result.stdout[-300:], "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "tail": result.stdout[-300:], "peak_rss_kib": int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1))}))
 """
 
 
