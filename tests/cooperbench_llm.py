@@ -19,13 +19,13 @@ class PerAgentLLM(FakeLLM):
     scripts: dict[str, list[str]] = field(default_factory=dict)  # marker -> commands; else `commands`
     _choose: threading.Lock = field(default_factory=threading.Lock)
 
-    def reply(self, body: dict[str, Any], authorization: str) -> tuple[int, dict[str, Any]]:
+    def decide(self, api: str, body: dict[str, Any], authorization: str) -> tuple[int, Any]:
         opening = json.dumps(body.get("messages", [])[:2])
         script = next((commands for marker, commands in self.scripts.items() if marker in opening), None)
         with self._choose:  # FakeLLM reads self.commands: one conversation's choice at a time
             default = self.commands
             self.commands = script or default
             try:
-                return super().reply(body, authorization)
+                return super().decide(api, body, authorization)
             finally:
                 self.commands = default
