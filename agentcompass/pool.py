@@ -35,7 +35,8 @@ class Pool:
         with self._sessions:
             if self.runs:
                 run_name = self.runs[0].prepared.run_dir.parent.name
-                schedule(self.runs, self.concurrency, f"{run_name} · {len(self.runs)} runs pooled")
+                schedule(self.runs, self.concurrency, f"{run_name} · {len(self.runs)} runs pooled",
+                         self.runs[0].prepared.resolved.run.processes)
 
     def abandon(self) -> None:
         """Interrupted before the pool ran: close the runs opened so far as interrupted."""

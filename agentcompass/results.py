@@ -53,6 +53,14 @@ _PID = os.getpid()
 _SERIAL = itertools.count()  # next() is atomic under the GIL: each write gets its own temp name
 
 
+def _forked() -> None:
+    global _PID
+    _PID = os.getpid()  # a worker process (agentcompass.shards) writes temp files beside its parent's
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def write_atomic(path: Path | str, text: str, fsync: bool = False) -> None:
     """Write to a temp file beside `path`, then rename. `fsync` also makes the content durable
     before the rename and the rename durable after it (run.json, summary.json): two fsyncs.
@@ -237,11 +245,20 @@ class ResultsStore:
         """Append the result's line; returns once it is durable (fsynced), so a trial reported
         finished survives a SIGKILL. Then result.json, the same line, written plainly."""
         line = result.model_dump_json().encode("utf-8") + b"\n"
-        self.appender.append(line)
+        self.commit([(result, line)])
+        self.write_result_json(result.task_id, result.attempt, line)
+
+    def commit(self, entries: list[tuple[TrialResult, bytes]]) -> None:
+        """Append the lines of these results at once; returns once they are durable. Worker processes'
+        trials (agentcompass.shards) arrive here in batches: one write, one fsync for the lot."""
+        self.appender.append(b"".join(line for _, line in entries))
         with self._lock:
             if self._recorded is not None:
-                self._recorded[(result.task_id, result.attempt)] = result
-        path = os.path.join(self._tasks, result.task_id, f"attempt-{result.attempt}", "result.json")
+                for result, _ in entries:
+                    self._recorded[(result.task_id, result.attempt)] = result
+
+    def write_result_json(self, task_id: str, attempt: int, line: bytes) -> None:
+        path = os.path.join(self._tasks, task_id, f"attempt-{attempt}", "result.json")
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:

@@ -28,6 +28,7 @@ from agentcompass.results import ResultsStore, TrialResult, now_iso, summarize, 
 from agentcompass.runlock import RunLock
 from agentcompass.scheduler import Lane, RetryPolicy, RunFailed, RunStopped, Scheduler
 from agentcompass.schema import ResolvedConfig
+from agentcompass.shards import check_processes
 from agentcompass.task import Task
 from agentcompass.trial import OpenSandboxes, TrialRunner
 
@@ -81,6 +82,7 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     check_agent_tools(harness_cls, harness_name or harness_cfg.name, tasks)
     env = resolved.env
     provider = resolve("provider", env.impl or env.name)(**resolved.settings_of(env), keep=resolved.run.keep_environment)
+    check_processes(resolved, provider, harness_cls)
     check_env = getattr(task_format, "check_env", None)  # a format may need what only some envs offer (coop)
     if check_env is not None:
         check_env(provider)
@@ -157,7 +159,8 @@ def execute(prepared: PreparedRun, argv: list[str]) -> dict[str, Any]:
             with progress_for([run], title_of(prepared.resolved)) as progress:
                 run_trials(prepared, run.lane.pending, run.lane.store, progress)
         else:
-            schedule([run], prepared.resolved.run.task_concurrency, title_of(prepared.resolved))
+            schedule([run], prepared.resolved.run.task_concurrency, title_of(prepared.resolved),
+                     prepared.resolved.run.processes)
     raise_outcome(run)
     return run.summary
 
@@ -175,13 +178,13 @@ def title_of(resolved: ResolvedConfig) -> str:
     return f"{labels['benchmark']} · {labels['harness']} · {labels['model']} · {labels['env']}"
 
 
-def schedule(runs: list[OpenRun], concurrency: int, title: str) -> None:
+def schedule(runs: list[OpenRun], concurrency: int, title: str, processes: int | None = None) -> None:
     """The pending trials of every run in one scheduler under one concurrency cap, with one progress display."""
     lanes = [run.lane for run in runs]
     with progress_for(runs, title) as progress:
         for lane in lanes:
             lane.runner.pacer.on_waiting = progress.waiting
-        Scheduler(lanes, concurrency, progress).run()
+        Scheduler(lanes, concurrency, progress, processes).run()
 
 
 def progress_for(runs: list[OpenRun], title: str) -> Progress:

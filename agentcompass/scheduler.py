@@ -3,7 +3,8 @@
 One plain thread per concurrent trial pulls (run, task, attempt) off a shared queue until
 it is empty; the main thread only waits, so it stays free to take Ctrl-C. A run is one
 lane; a pooled sweep schedules every run's lane under one cap, their trials interleaved
-round-robin so each run advances at the same pace.
+round-robin so each run advances at the same pace. Past a few hundred trials at once the threads
+are spread over worker processes (agentcompass.shards), this process recording for them all.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from agentcompass.errors import InfraError, TrialError, UserError
 from agentcompass.logs import attributed_to
 from agentcompass.progress import Progress, first_line
 from agentcompass.results import ResultsStore, TrialResult, now_iso
+from agentcompass.shards import EXIT_INTERRUPTED, processes_for, run_in_processes
 from agentcompass.task import Task, Usage
 from agentcompass.trial import TrialRunner
 
@@ -91,35 +93,58 @@ def interleave(lanes: list[Lane]) -> list[tuple[Lane, Task, int]]:
 
 
 class Scheduler:
-    def __init__(self, lanes: list[Lane], concurrency: int, progress: Progress) -> None:
+    def __init__(self, lanes: list[Lane], concurrency: int, progress: Progress, processes: int | None = None) -> None:
         self.lanes = lanes
         self.concurrency = concurrency
         self.progress = progress
+        self.processes = processes  # run.processes: None picks (agentcompass.shards)
         self.stopping = threading.Event()  # interrupted: nothing more is started or recorded
         self._lock = threading.Lock()
         self._running = 0
         self._all_done = threading.Event()
+        # Where a finished trial goes, and who hears that a lane stopped: here, this process; in a
+        # worker process (agentcompass.shards), the parent that records for every worker.
+        self.report: Callable[[Lane, TrialResult], None] = self._record_here
+        self.lane_stopped: Callable[[Lane, str, Any], None] = lambda lane, kind, payload: None
 
     def run(self) -> None:
         """Run every lane's attempts. Raises Interrupted after cleaning up on Ctrl-C/SIGTERM/SIGHUP; a lane
         that met a fatal error (its `fatal`) or whose worker failed (its `failures`) stopped alone."""
-        queue = deque(interleave(self.lanes))
-        workers = min(self.concurrency, len(queue))
+        items = interleave(self.lanes)
+        workers = min(self.concurrency, len(items))
         if workers == 0:
             return
         check_fd_limit(workers)
+        processes = processes_for(self.lanes, workers, self.processes)
         previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
         for sig in STOP_SIGNALS[1:]:
             if previous[sig] is not signal.SIG_IGN:  # under nohup, SIGHUP stays ignored
                 install_handlers((sig,), raise_interrupt)
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-        scheduled = [lane for lane in self.lanes if lane.pending]
         # What exists now (tasks, config, modules) lives as long as the run: out of the collector's
-        # sight, each of its full passes walks only what the trials made, not thousands of tasks.
+        # sight, each of its full passes walks only what the trials made, not thousands of tasks
+        # (and forked workers share those pages instead of copying them).
         gc.freeze()
         try:
-            self._start_workers(queue, workers)
+            if processes > 1:
+                try:
+                    run_in_processes(self, items, workers, processes)
+                except KeyboardInterrupt as exc:
+                    raise Interrupted() from exc
+            elif self.supervise(deque(items), workers) == EXIT_INTERRUPTED:
+                raise Interrupted()
+        finally:
+            restore_handlers(previous)
+            sys.setswitchinterval(switch_interval)
+            gc.unfreeze()
+
+    def supervise(self, queue: Any, threads: int) -> int:
+        """Start `threads` workers on `queue` and wait for them; 0 once they are done, EXIT_INTERRUPTED
+        after winding down on an interrupt."""
+        scheduled = [lane for lane in self.lanes if lane.pending]
+        try:
+            self._start_workers(queue, threads)
             while not self._all_done.wait(0.5):
                 if all(lane.fatal is not None for lane in scheduled):  # every trial would meet one: stop all
                     self._wind_down()
@@ -127,14 +152,11 @@ class Scheduler:
                 for lane in scheduled:
                     if lane.fatal is not None and not lane.runner.sandboxes.closing.is_set():
                         lane.runner.sandboxes.close_all()  # its trials in flight abandon their waits
-        except KeyboardInterrupt as exc:
+        except KeyboardInterrupt:
             self.stopping.set()
             self._wind_down()
-            raise Interrupted() from exc
-        finally:
-            restore_handlers(previous)
-            sys.setswitchinterval(switch_interval)
-            gc.unfreeze()
+            return EXIT_INTERRUPTED
+        return 0
 
     def _start_workers(self, queue: deque[tuple[Lane, Task, int]], count: int) -> None:
         for i in range(count):
@@ -194,6 +216,7 @@ class Scheduler:
                 except BaseException as exc:  # outside any trial: stop scheduling this run, end it "failed"
                     lane.closed.set()
                     lane.failures.append(f"{type(exc).__name__}: {exc}")
+                    self.lane_stopped(lane, "failure", lane.failures[-1])
                     with attributed_to(lane.store.dir):
                         log.error("worker failed; no new trials are started", error=f"{type(exc).__name__}: {exc}")
                         log.info("worker failure", traceback=traceback.format_exc())  # log.jsonl only, not the console
@@ -233,6 +256,7 @@ class Scheduler:
                 if getattr(error, "fatal", False):  # credentials rejected, a missing permission or quota: every trial's
                     lane.fatal = lane.fatal or error
                     lane.closed.set()
+                    self.lane_stopped(lane, "fatal", lane.fatal)
                 if self._abandoned(lane):
                     return
                 if not error.retryable or tries > lane.retry.max_retries:
@@ -251,10 +275,13 @@ class Scheduler:
         if self._abandoned(lane):
             return
         result.retries = tries - 1
-        lane.store.record(result)  # returns once the line is durable: only then is the trial finished
         if result.status == "error":
             log.info("trial error", task=task.id, attempt=attempt, category=result.error_category,
                      message=first_line(result.message, 300))
+        self.report(lane, result)
+
+    def _record_here(self, lane: Lane, result: TrialResult) -> None:
+        lane.store.record(result)  # returns once the line is durable: only then is the trial finished
         self.progress.finished(result, lane.label)
 
 

@@ -131,6 +131,7 @@ class RunConfig(Strict):
     provider_limit: int | None = Field(None, ge=1)  # sandboxes of the env open at once; default: the provider's
     env_open_qps: float | None = Field(None, gt=0)  # sandbox creations a second; default: the provider's
     sweep_parallel: bool = False  # a -m sweep runs every job at once in one pool (--sweep-parallel)
+    processes: int | None = Field(None, ge=1)  # worker processes for the trials; None: one per core past 128 at once
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
 
 

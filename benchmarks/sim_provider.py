@@ -44,6 +44,7 @@ class SimSandbox:
 
 class SimProvider:
     name = "sim"
+    fork_safe = True  # nothing but sleeps: trials may run in worker processes (agentcompass.shards)
     Settings = None
 
     def __init__(self, open_s: float = 0.2, command_s: float = 0.05, keep: bool = False, **_: Any) -> None:

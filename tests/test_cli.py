@@ -78,6 +78,9 @@ BAD_INPUTS = [
     (["eval", "demo", "--predictions", "{bad_yaml}"],
      "'demo' is not a SWE-bench recipe (format 'harbor'): eval grades SWE-bench predictions; pick one of swebench,"),
     (["validate", "demo", "--env-params", '{"isolaton": "none"}'], "unknown key 'env.isolaton' (from --env-params)"),
+    (["demo", "oracle", "none", "--env", "docker", "run.processes=2"],
+     "run.processes=2 cannot be honoured here (the docker provider keeps connections or threads a fork would break)"),
+    (["demo", "oracle", "none", "run.processes=0"], "'run.processes' (from 'run.processes=0')"),
 ]
 COMMANDS = ("config", "eval", "validate")  # a table row starting with one of these runs it instead of `run`
 

@@ -268,10 +268,11 @@ def test_summary_is_refreshed_while_the_run_goes_on(tmp_path):
         proc.wait()
 
 
-def test_sigkill_at_ten_random_instants_then_finish(cli, tmp_path):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_sigkill_at_ten_random_instants_then_finish(cli, tmp_path, processes):
     """Every (task, attempt) recorded exactly once, and summary.json agrees with trials.jsonl."""
     run_dir = make_slow(tmp_path, 12, sleep=0.5)
-    args = run_args(tmp_path, "--k", "2", "--task-concurrency", "3")
+    args = run_args(tmp_path, "--k", "2", "--task-concurrency", "3", f"run.processes={processes}")
     rng = random.Random(os.environ.get("KILL_SEED", "8.6"))
     for session in range(1, 11):
         proc = subprocess.Popen([sys.executable, "-m", "agentcompass", *args], cwd=tmp_path,

@@ -112,6 +112,20 @@ def setup(tmp_path: Path, count: int, harness: str = "", sleep: float = 0.0) -> 
     return argv, env, tmp_path / "r" / "x" / f"tiny__{name}__none__local"
 
 
+def processes_running(marker: str) -> list[int]:
+    """Processes whose command line names `marker` (a test's own tmp dir): a run and its workers."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
+                    if marker.encode() in handle.read():
+                        found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
 def trials_of(run_dir: Path) -> dict[str, dict]:
     return {t["task_id"]: t for t in map(json.loads, (run_dir / "trials.jsonl").read_text().splitlines())}
 
@@ -120,23 +134,26 @@ def status_of(run_dir: Path) -> str:
     return json.loads((run_dir / "run.json").read_text())["status"]
 
 
-def test_a_run_piped_into_head_finishes_every_trial(tmp_path):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_run_piped_into_head_finishes_every_trial(tmp_path, processes):
     argv, env, run_dir = setup(tmp_path, 8, sleep=0.2)
-    command = " ".join(map(shlex.quote, argv)) + " --task-concurrency 2 2>&1 | head -1; exit ${PIPESTATUS[0]}"
+    command = " ".join(map(shlex.quote, argv)) + f" --task-concurrency 2 run.processes={processes} 2>&1 | head -1; exit ${{PIPESTATUS[0]}}"
     result = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert len(result.stdout.splitlines()) == 1
     assert len(trials_of(run_dir)) == 8 and status_of(run_dir) == "completed"
 
 
-def test_emfile_at_trial_dir_creation_is_a_recorded_infra_error(tmp_path):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_emfile_at_trial_dir_creation_is_a_recorded_infra_error(tmp_path, processes):
     argv, env, run_dir = setup(tmp_path, 6)
     (tmp_path / "emfile").mkdir()
     (tmp_path / "emfile" / "sitecustomize.py").write_text(EMFILE_AT_TRIAL_DIRS)
     (tmp_path / "state").mkdir()
     env = {**env, "PYTHONPATH": f"{tmp_path / 'emfile'}{os.pathsep}{env['PYTHONPATH']}",
            "EMFILE_STATE": str(tmp_path / "state")}
-    result = subprocess.run([*argv, "--task-concurrency", "6", "--max-retries", "1", "run.retry_backoff_s=0.01"],
+    result = subprocess.run([*argv, "--task-concurrency", "6", "--max-retries", "1", "run.retry_backoff_s=0.01",
+                             f"run.processes={processes}"],
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
@@ -149,10 +166,11 @@ def test_emfile_at_trial_dir_creation_is_a_recorded_infra_error(tmp_path):
     assert list((tmp_path / "ws").iterdir()) == []  # no workspace leaked
 
 
-def test_a_worker_failing_outside_any_trial_ends_the_run_failed(tmp_path):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_worker_failing_outside_any_trial_ends_the_run_failed(tmp_path, processes):
     argv, env, run_dir = setup(tmp_path, 4)
     (run_dir / "trials.jsonl").mkdir(parents=True)  # every append fails: EISDIR
-    result = subprocess.run([*argv, "--task-concurrency", "2"], env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([*argv, "--task-concurrency", "2", f"run.processes={processes}"], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
@@ -161,11 +179,13 @@ def test_a_worker_failing_outside_any_trial_ends_the_run_failed(tmp_path):
     assert list((tmp_path / "ws").iterdir()) == []
 
 
+@pytest.mark.parametrize("processes", [1, 2])
 @pytest.mark.parametrize("signals", [[signal.SIGINT], [signal.SIGINT, signal.SIGINT], [signal.SIGHUP]])
-def test_interrupt_of_a_harness_busy_in_python_exits_in_seconds(tmp_path, signals):
+def test_interrupt_of_a_harness_busy_in_python_exits_in_seconds(tmp_path, signals, processes):
+    """With worker processes, the signal reaches the parent alone (as `kill` sends it): it forwards it."""
     mark = tmp_path / "busy"
     argv, env, run_dir = setup(tmp_path, 2, harness=f"name: busy\nimpl: sched_plugins:BusyHarness\nmark: {mark}\n")
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*argv, "--task-concurrency", "2", f"run.processes={processes}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not mark.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -182,13 +202,15 @@ def test_interrupt_of_a_harness_busy_in_python_exits_in_seconds(tmp_path, signal
     assert waited < (2.5 if len(signals) == 2 else 8), waited
     assert status_of(run_dir) == "interrupted"
     assert list((tmp_path / "ws").iterdir()) == []
+    assert processes_running(str(tmp_path)) == []  # the worker processes went with the run
 
 
+@pytest.mark.parametrize("processes", [1, 2])
 @pytest.mark.parametrize("failures,status,cost", [(1, "passed", 2.0), (3, "error", 3.0)])
-def test_usage_and_files_of_failed_tries_are_kept(tmp_path, failures, status, cost):
+def test_usage_and_files_of_failed_tries_are_kept(tmp_path, failures, status, cost, processes):
     harness = f"name: paying\nimpl: sched_plugins:PayingHarness\nfailures: {failures}\nstate: {tmp_path}\n"
-    argv, env, run_dir = setup(tmp_path, 1, harness=harness)
-    result = subprocess.run([*argv, "--max-retries", "2", "run.retry_backoff_s=0.01"], env=env,
+    argv, env, run_dir = setup(tmp_path, processes, harness=harness)  # a task per process
+    result = subprocess.run([*argv, "--max-retries", "2", "run.retry_backoff_s=0.01", f"run.processes={processes}"], env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     trial = trials_of(run_dir)["t000"]
@@ -199,7 +221,8 @@ def test_usage_and_files_of_failed_tries_are_kept(tmp_path, failures, status, co
     for n in range(1, tries):
         assert json.loads((attempt / f"try-{n}" / "trajectory.json").read_text()) == {"try": n}
     assert json.loads((attempt / "trajectory.json").read_text()) == {"try": tries}
-    assert json.loads(Path(tmp_path / "r" / "x").joinpath(run_dir.name, "summary.json").read_text())["cost_usd"] == cost
+    assert json.loads(Path(tmp_path / "r" / "x").joinpath(run_dir.name, "summary.json").read_text())["cost_usd"] \
+        == cost * processes
     # Progress: one tidy line per retry with the reason's first line, no raw log lines.
     assert "t000 attempt 1: infra error, retry 1/2 in " in result.stderr
     assert "lost the sandbox on try 1" in result.stderr and "second line" not in result.stderr

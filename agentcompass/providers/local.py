@@ -92,6 +92,7 @@ class WorkspaceRemover:
 
 
 REMOVER = WorkspaceRemover()
+os.register_at_fork(after_in_child=REMOVER.__init__)  # a worker process (agentcompass.shards) starts its own thread
 
 
 @functools.lru_cache(maxsize=1)
@@ -143,6 +144,7 @@ def is_under(path: str, folder: str) -> bool:
 class LocalProvider:
     name = "local"
     readiness = staticmethod(local_readiness)  # `env check local`
+    fork_safe = True  # plain data and child processes: trials may run in forked workers (agentcompass.shards)
 
     class Settings(Strict):
         isolation: Literal["auto", "bwrap", "none"] = "auto"

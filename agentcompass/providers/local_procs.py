@@ -98,6 +98,9 @@ class Reaper:
 
 
 REAPER = Reaper()
+# A forked worker process (agentcompass.shards) gets its own token and reaper: when it ends, its
+# reaper kills its commands' processes, never those of the workers still running.
+os.register_at_fork(after_in_child=REAPER.__init__)
 
 
 def reap_when_runner_ends(token: str) -> None:

@@ -1,0 +1,190 @@
+"""Trials in worker processes (run.processes, agentcompass.shards) on the real local provider: every
+trial recorded once by the parent, workers that die with it, a worker killed from outside, a fatal
+error in one worker stopping all, and the message framing between them."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentcompass.shards import Frames, encode, processes_for
+from harbor_factory import make_file_tasks, make_recipe
+from test_scheduler import processes_running
+
+PLUGIN = '''
+import os, time
+from pathlib import Path
+from agentcompass.errors import FatalInfraError
+from agentcompass.harnesses.oracle import OracleHarness
+
+
+class PidHarness(OracleHarness):
+    """Records which process ran the trial (pids/<task>.<attempt>), then solves it after `sleep` seconds;
+    task `fatal` (if set) meets an error no trial gets past."""
+    def __init__(self, state, sleep=0.0, fatal="", **_):
+        self.state, self.sleep, self.fatal = Path(state), float(sleep), fatal
+
+    def run(self, task, sandbox, model, trial, task_format):
+        (self.state / f"{task.id}.{trial.attempt}").write_text(str(os.getpid()))
+        if task.id == self.fatal:
+            raise FatalInfraError("the account's credentials were rejected (test)")
+        time.sleep(self.sleep)
+        return super().run(task, sandbox, model, trial, task_format)
+'''
+
+
+def setup(tmp_path: Path, count: int, sleep: float = 0.0, fatal: str = "") -> tuple[list[str], dict[str, str], Path]:
+    plugins, state, conf = tmp_path / "plugins", tmp_path / "pids", tmp_path / "conf"
+    for folder in (plugins, state, conf / "harnesses"):
+        folder.mkdir(parents=True)
+    (plugins / "shard_plugins.py").write_text(PLUGIN)
+    make_file_tasks(tmp_path / "data", count)
+    make_recipe(conf, "tiny", tmp_path / "data")
+    (conf / "harnesses" / "pids.yaml").write_text(
+        f"name: pids\nimpl: shard_plugins:PidHarness\nstate: {state}\nsleep: {sleep}\nfatal: '{fatal}'\n")
+    argv = [sys.executable, "-m", "agentcompass", "run", "tiny", "pids", "none", "--config-dir", str(conf),
+            "--results-dir", str(tmp_path / "r"), "--run-name", "x", "--env-params",
+            json.dumps({"isolation": "none", "root": str(tmp_path / "ws")})]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(plugins), os.environ.get("PYTHONPATH")]))}
+    return argv, env, tmp_path / "r" / "x" / "tiny__pids__none__local"
+
+
+def records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
+
+
+def pids(tmp_path: Path) -> dict[str, int]:
+    return {path.name: int(path.read_text()) for path in (tmp_path / "pids").iterdir() if path.read_text()}
+
+
+def test_trials_run_in_worker_processes_and_the_parent_records_each_once(tmp_path):
+    argv, env, run_dir = setup(tmp_path, 12)
+    proc = subprocess.run([*argv, "--k", "2", "--task-concurrency", "4", "run.processes=2"], env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    rows = records(run_dir)
+    assert sorted((r["task_id"], r["attempt"]) for r in rows) == sorted(
+        (f"t{i:03d}", a) for i in range(12) for a in (1, 2))
+    assert all(r["status"] == "passed" for r in rows)
+    ran_in = set(pids(tmp_path).values())
+    assert len(ran_in) == 2, ran_in  # both workers took trials off the shared queue
+    for row in rows:  # each worker wrote its trials' result.json: the line the parent recorded
+        result = run_dir / "tasks" / row["task_id"] / f"attempt-{row['attempt']}" / "result.json"
+        assert json.loads(result.read_text()) == row
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["trials"] == 24 and summary["passed"] == 24
+    assert [json.loads(line)["event"] for line in (run_dir / "log.jsonl").read_text().splitlines()][-1] == "run finished"
+    assert proc.stderr.count(" attempt ") == 24  # one progress line per trial, printed by the parent
+    assert list((tmp_path / "ws").iterdir()) == []  # every worker removed its workspaces before it ended
+
+
+def test_workers_die_with_a_sigkilled_parent_and_the_rerun_runs_each_trial_once(tmp_path):
+    argv, env, run_dir = setup(tmp_path, 10, sleep=0.4)
+    args = [*argv, "--k", "2", "--task-concurrency", "4", "run.processes=2"]
+    rng = random.Random(os.environ.get("KILL_SEED", "shards"))
+    for _ in range(3):
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        deadline = time.monotonic() + 60
+        while len(pids(tmp_path)) == 0 and proc.poll() is None:
+            assert time.monotonic() < deadline, "no trial started"
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0, 0.6))
+        os.kill(proc.pid, signal.SIGKILL)  # the parent alone: its workers must follow
+        proc.wait()
+        deadline = time.monotonic() + 5
+        while processes_running(str(tmp_path / "conf")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes_running(str(tmp_path / "conf")) == [], "a worker outlived its parent"
+        for path in (tmp_path / "pids").iterdir():
+            path.unlink()
+    recorded = len(records(run_dir)) if (run_dir / "trials.jsonl").exists() else 0
+    assert recorded < 20, "the kills came too late to interrupt anything"
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    keys = sorted((r["task_id"], r["attempt"]) for r in records(run_dir))
+    assert keys == sorted((f"t{i:03d}", a) for i in range(10) for a in (1, 2))  # each exactly once
+    assert json.loads((run_dir / "summary.json").read_text())["trials"] == 20
+
+
+def test_a_worker_killed_from_outside_fails_the_run_and_the_rerun_finishes_it(tmp_path):
+    argv, env, run_dir = setup(tmp_path, 8, sleep=2)
+    args = [*argv, "--task-concurrency", "4", "run.processes=2"]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not pids(tmp_path):
+        assert time.monotonic() < deadline and proc.poll() is None, "no trial started"
+        time.sleep(0.02)
+    victim = next(iter(pids(tmp_path).values()))
+    assert victim != proc.pid
+    os.kill(victim, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stderr
+    assert stderr.strip().splitlines()[-1].startswith("error: run failed: a worker process ended with signal 9 ")
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
+    survivor_recorded = len(records(run_dir)) if (run_dir / "trials.jsonl").exists() else 0
+    assert survivor_recorded < 8
+    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert sorted(r["task_id"] for r in records(run_dir)) == [f"t{i:03d}" for i in range(8)]
+
+
+def test_a_fatal_error_in_one_worker_stops_every_worker(tmp_path):
+    argv, env, run_dir = setup(tmp_path, 40, sleep=0.5, fatal="t002")
+    started = time.monotonic()
+    proc = subprocess.run([*argv, "--task-concurrency", "4", "run.processes=2"], env=env, capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "error: the account's credentials were rejected (test)"
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "stopped"
+    assert len(pids(tmp_path)) < 20, "the other worker went on starting trials"
+    assert time.monotonic() - started < 60
+    assert processes_running(str(tmp_path / "conf")) == []
+
+
+def test_frames_survive_any_chunking():
+    messages = [("result", i, os.urandom(random.randrange(0, 3000))) for i in range(50)]
+    stream = b"".join(encode(*message) for message in messages)
+    frames, got = Frames(), []
+    position = 0
+    rng = random.Random(7)
+    while position < len(stream):
+        step = rng.choice([1, 2, 3, 7, 100, 5000])
+        got.extend(frames.feed(stream[position:position + step]))
+        position += step
+    assert got == messages and not frames.buffer
+    assert pickle.loads(stream[4:4 + int.from_bytes(stream[:4], "little")]) == messages[0]
+
+
+class FakeLane:
+    def __init__(self, provider: object) -> None:
+        self.runner = type("Runner", (), {"provider": provider, "gateway": None, "keep_environment": False,
+                                          "pacer": type("Pacer", (), {"limit": None, "qps": None})()})()
+
+
+@pytest.mark.parametrize("concurrency,setting,expected", [
+    (100, None, 1), (127 * 2, None, 1), (1000, None, 2), (1000, 1, 1), (1000, 3, 3), (2, 8, 2)])
+def test_how_many_processes(concurrency, setting, expected, monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    forkable = type("Local", (), {"name": "local", "fork_safe": True})()
+    assert processes_for([FakeLane(forkable)], concurrency, setting) == expected
+
+
+def test_a_provider_that_is_not_fork_safe_stays_in_one_process(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.providers.local import LocalProvider
+
+    assert not getattr(DockerProvider, "fork_safe", False) and LocalProvider.fork_safe
+    docker_like = type("Docker", (), {"name": "docker"})()
+    assert processes_for([FakeLane(docker_like)], 1000, None) == 1
