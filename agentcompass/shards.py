@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agentcompass.durable import write_all
-from agentcompass.errors import UserError
+from agentcompass.errors import FatalInfraError, UserError
 from agentcompass.results import TrialResult
 
 if TYPE_CHECKING:
@@ -351,7 +351,7 @@ def worker_main(scheduler: "Scheduler", items: list[tuple["Lane", "Task", int]],
         index_of = {id(lane): i for i, lane in enumerate(scheduler.lanes)}
         scheduler.progress = WorkerProgress(channel)  # type: ignore[assignment]
         scheduler.report = lambda lane, result: report(channel, index_of[id(lane)], lane, result)
-        scheduler.lane_stopped = lambda lane, kind, payload: channel.send(kind, index_of[id(lane)], payload)
+        scheduler.lane_stopped = lambda lane, kind, payload: channel.send(kind, index_of[id(lane)], portable(payload))
         threading.Thread(target=listen, args=(scheduler, control), name="control", daemon=True).start()
         code = scheduler.supervise(PipeQueue(work, items), threads)  # type: ignore[arg-type]
     except BaseException:  # a worker must never return into the parent's code
@@ -363,6 +363,15 @@ def worker_main(scheduler: "Scheduler", items: list[tuple["Lane", "Task", int]],
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def portable(payload: Any) -> Any:
+    """What the parent can unpickle: an error of a class it cannot rebuild travels as its message."""
+    try:
+        pickle.loads(pickle.dumps(payload))
+        return payload
+    except Exception:
+        return FatalInfraError(str(payload))
 
 
 def report(channel: Channel, index: int, lane: "Lane", result: TrialResult) -> None:
