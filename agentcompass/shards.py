@@ -346,7 +346,9 @@ def worker_main(scheduler: "Scheduler", items: list[tuple["Lane", "Task", int]],
     atexit._clear()  # the parent's exit handlers are the parent's; the worker's own (draining its work) run below
     try:
         die_with_parent(parent)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent forwards each interrupt as a SIGTERM
+        # The parent forwards each interrupt as a SIGTERM. A handler, not SIG_IGN: an ignored signal stays
+        # ignored across exec, and the trials' commands must still take Ctrl-C (Terminal-Bench's timeouts send it).
+        signal.signal(signal.SIGINT, lambda signum, frame: None)
         channel = Channel(results)
         index_of = {id(lane): i for i, lane in enumerate(scheduler.lanes)}
         scheduler.progress = WorkerProgress(channel)  # type: ignore[assignment]

@@ -42,12 +42,13 @@ class PidHarness(OracleHarness):
 '''
 
 
-def setup(tmp_path: Path, count: int, sleep: float = 0.0, fatal: str = "") -> tuple[list[str], dict[str, str], Path]:
+def setup(tmp_path: Path, count: int, sleep: float = 0.0, fatal: str = "", solve_extra: str = "",
+          ) -> tuple[list[str], dict[str, str], Path]:
     plugins, state, conf = tmp_path / "plugins", tmp_path / "pids", tmp_path / "conf"
     for folder in (plugins, state, conf / "harnesses"):
         folder.mkdir(parents=True)
     (plugins / "shard_plugins.py").write_text(PLUGIN)
-    make_file_tasks(tmp_path / "data", count)
+    make_file_tasks(tmp_path / "data", count, solve_extra=solve_extra)
     make_recipe(conf, "tiny", tmp_path / "data")
     (conf / "harnesses" / "pids.yaml").write_text(
         f"name: pids\nimpl: shard_plugins:PidHarness\nstate: {state}\nsleep: {sleep}\nfatal: '{fatal}'\n")
@@ -67,7 +68,7 @@ def pids(tmp_path: Path) -> dict[str, int]:
 
 
 def test_trials_run_in_worker_processes_and_the_parent_records_each_once(tmp_path):
-    argv, env, run_dir = setup(tmp_path, 12)
+    argv, env, run_dir = setup(tmp_path, 12, solve_extra="grep SigIgn /proc/$$/status")  # into agent.log
     proc = subprocess.run([*argv, "--k", "2", "--task-concurrency", "4", "run.processes=2"], env=env,
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
@@ -85,6 +86,8 @@ def test_trials_run_in_worker_processes_and_the_parent_records_each_once(tmp_pat
     assert [json.loads(line)["event"] for line in (run_dir / "log.jsonl").read_text().splitlines()][-1] == "run finished"
     assert proc.stderr.count(" attempt ") == 24  # one progress line per trial, printed by the parent
     assert list((tmp_path / "ws").iterdir()) == []  # every worker removed its workspaces before it ended
+    masks = [int(path.read_text().split()[1], 16) for path in run_dir.glob("tasks/*/attempt-*/agent.log")]
+    assert len(masks) == 24 and not any(mask & (1 << (signal.SIGINT - 1)) for mask in masks)  # commands take Ctrl-C
 
 
 def test_workers_die_with_a_sigkilled_parent_and_the_rerun_runs_each_trial_once(tmp_path):
