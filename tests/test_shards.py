@@ -191,3 +191,15 @@ def test_a_provider_that_is_not_fork_safe_stays_in_one_process(monkeypatch):
     assert not getattr(DockerProvider, "fork_safe", False) and LocalProvider.fork_safe
     docker_like = type("Docker", (), {"name": "docker"})()
     assert processes_for([FakeLane(docker_like)], 1000, None) == 1
+
+
+def test_a_pooled_sweep_in_worker_processes_records_each_job_in_its_own_run(cli, tmp_path):
+    result = cli("run", "demo", "oracle", "none", "-m", "run.k=1,2", "--sweep-parallel", "--task-concurrency", "4",
+                 "run.processes=2", "--env-params", '{"isolation": "none"}', "--run-name", "s", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for k in (1, 2):
+        run_dir = tmp_path / "results" / "s" / f"demo__oracle__none__local__run.k={k}"
+        rows = records(run_dir)
+        assert len(rows) == 6 * k and len({(r["task_id"], r["attempt"]) for r in rows}) == 6 * k
+        assert all(r["status"] == "passed" for r in rows)
+        assert json.loads((run_dir / "summary.json").read_text())["trials"] == 6 * k
