@@ -19,11 +19,14 @@ import ctypes
 import fcntl
 import os
 import pickle
+import queue
+import select
 import selectors
 import signal
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +48,7 @@ PR_SET_PDEATHSIG = 1
 EXIT_INTERRUPTED = 130
 PIPE_BYTES = 1 << 20  # /proc/sys/fs/pipe-max-size's default
 READ_CHUNK = 1 << 18
+READ_AHEAD = 16  # work indices a worker takes at once; at the end one worker may hold this many the other could run
 
 
 def processes_for(lanes: list["Lane"], concurrency: int, setting: int | None) -> int:
@@ -120,31 +124,63 @@ class Frames:
 
 
 class Channel:
-    """A worker's end of its pipe to the parent, shared by its trial threads."""
+    """A worker's end of its pipe to the parent. Trial threads queue their messages; one sender thread
+    writes whatever has queued in one write. No trial thread holds a lock across the write: one that
+    did would wait for the GIL with the lock held, and every other trial would queue behind it."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._sender = threading.Thread(target=self._send_queued, name="results-sender", daemon=True)
+        self._sender.start()
 
     def send(self, kind: str, lane: int, payload: Any) -> None:
-        frame = encode(kind, lane, payload)
-        with self._lock:
-            write_all(self.fd, frame)
+        self._queue.put(encode(kind, lane, payload))
+
+    def close(self) -> None:
+        """Once every queued message is written."""
+        self._queue.put(None)
+        self._sender.join()
+
+    def _send_queued(self) -> None:
+        done = False
+        while not done:
+            frames = [self._queue.get()]
+            while True:
+                try:
+                    frames.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            done = None in frames
+            try:
+                write_all(self.fd, b"".join(frame for frame in frames if frame is not None))
+            except OSError:  # the parent is gone; this worker follows it (PR_SET_PDEATHSIG)
+                return
 
 
 class PipeQueue:
-    """The shared work queue, as seen by one worker: indices into the parent's list, read off one pipe."""
+    """The shared work queue, as seen by one worker: indices into the parent's list, read off one pipe a
+    batch at a time (one read per READ_AHEAD trials, so threads seldom queue on the lock around it)."""
 
     def __init__(self, fd: int, items: list[tuple["Lane", "Task", int]]) -> None:
         self.fd, self.items = fd, items
         self._lock = threading.Lock()
+        self._ready: deque[int] = deque()
 
     def popleft(self) -> tuple["Lane", "Task", int]:
+        try:
+            return self.items[self._ready.popleft()]
+        except IndexError:
+            pass
         with self._lock:
-            data = os.read(self.fd, INDEX)
-        if len(data) < INDEX:  # the parent wrote every index and every one is taken
-            raise IndexError("empty")
-        return self.items[int.from_bytes(data, "little")]
+            if not self._ready:
+                # The feeder writes whole multiples of INDEX of at most PIPE_BUF bytes, so every read sees whole indices.
+                data = os.read(self.fd, INDEX * READ_AHEAD)
+                self._ready.extend(int.from_bytes(data[i:i + INDEX], "little") for i in range(0, len(data), INDEX))
+            try:
+                return self.items[self._ready.popleft()]
+            except IndexError:  # the parent wrote every index and every one is taken
+                raise IndexError("empty") from None
 
 
 class WorkerProgress:
@@ -220,9 +256,10 @@ def widen(fd: int) -> None:
 
 def feed(fd: int, count: int) -> None:
     """Every work index into the shared pipe, then its end: the workers' reads return short once it is drained."""
+    per_write = select.PIPE_BUF // INDEX  # a write this small is atomic: readers never see part of an index
     try:
-        for start in range(0, count, 4096):
-            write_all(fd, b"".join(i.to_bytes(INDEX, "little") for i in range(start, min(count, start + 4096))))
+        for start in range(0, count, per_write):
+            write_all(fd, b"".join(i.to_bytes(INDEX, "little") for i in range(start, min(count, start + per_write))))
     except OSError:  # every worker is gone (interrupted): nobody reads any more
         pass
     finally:
@@ -369,6 +406,7 @@ def worker_main(scheduler: "Scheduler", items: list[tuple["Lane", "Task", int]],
         scheduler.lane_stopped = lambda lane, kind, payload: channel.send(kind, index_of[id(lane)], portable(payload))
         threading.Thread(target=listen, args=(scheduler, control), name="control", daemon=True).start()
         code = scheduler.supervise(PipeQueue(work, items), threads)  # type: ignore[arg-type]
+        channel.close()
     except BaseException:  # a worker must never return into the parent's code
         code = 1
     finally:
