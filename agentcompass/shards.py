@@ -26,7 +26,6 @@ import signal
 import sys
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +47,6 @@ PR_SET_PDEATHSIG = 1
 EXIT_INTERRUPTED = 130
 PIPE_BYTES = 1 << 20  # /proc/sys/fs/pipe-max-size's default
 READ_CHUNK = 1 << 18
-READ_AHEAD = 16  # work indices a worker takes at once; at the end one worker may hold this many the other could run
 
 
 def processes_for(lanes: list["Lane"], concurrency: int, setting: int | None) -> int:
@@ -159,28 +157,20 @@ class Channel:
 
 
 class PipeQueue:
-    """The shared work queue, as seen by one worker: indices into the parent's list, read off one pipe a
-    batch at a time (one read per READ_AHEAD trials, so threads seldom queue on the lock around it)."""
+    """The shared work queue, as seen by one worker: indices into the parent's list, read off one pipe.
+
+    Each read takes one index, with no lock: the feeder writes whole indices in atomic writes and every
+    read asks for exactly one, so the kernel hands each thread a whole one. (A lock held across the
+    read would make every trial thread wait for the one that holds it to get the GIL back.)"""
 
     def __init__(self, fd: int, items: list[tuple["Lane", "Task", int]]) -> None:
         self.fd, self.items = fd, items
-        self._lock = threading.Lock()
-        self._ready: deque[int] = deque()
 
     def popleft(self) -> tuple["Lane", "Task", int]:
-        try:
-            return self.items[self._ready.popleft()]
-        except IndexError:
-            pass
-        with self._lock:
-            if not self._ready:
-                # The feeder writes whole multiples of INDEX of at most PIPE_BUF bytes, so every read sees whole indices.
-                data = os.read(self.fd, INDEX * READ_AHEAD)
-                self._ready.extend(int.from_bytes(data[i:i + INDEX], "little") for i in range(0, len(data), INDEX))
-            try:
-                return self.items[self._ready.popleft()]
-            except IndexError:  # the parent wrote every index and every one is taken
-                raise IndexError("empty") from None
+        data = os.read(self.fd, INDEX)
+        if not data:  # the parent wrote every index and every one is taken
+            raise IndexError("empty")
+        return self.items[int.from_bytes(data, "little")]
 
 
 class WorkerProgress:
