@@ -159,18 +159,24 @@ class Scheduler:
         return 0
 
     def _start_workers(self, queue: deque[tuple[Lane, Task, int]], count: int) -> None:
-        for i in range(count):
-            thread = threading.Thread(target=self._work, args=(queue,), name=f"trial-{i}", daemon=True)
-            with self._lock:
-                self._running += 1
-            try:
-                thread.start()
-            except RuntimeError as exc:  # the thread limit: go on with the workers that did start
-                self._worker_done()
-                if i == 0:
-                    raise RunFailed(f"cannot start a worker thread: {exc}") from exc
-                log.warning("fewer workers than --task-concurrency", started=i, error=str(exc))
-                return
+        """Start the workers, which wait for the last to start before taking work: each start waits for
+        its thread to run, which behind hundreds of busy trials would take the GIL's queue every time."""
+        go = threading.Event()
+        try:
+            for i in range(count):
+                thread = threading.Thread(target=self._work, args=(queue, go), name=f"trial-{i}", daemon=True)
+                with self._lock:
+                    self._running += 1
+                try:
+                    thread.start()
+                except RuntimeError as exc:  # the thread limit: go on with the workers that did start
+                    self._worker_done()
+                    if i == 0:
+                        raise RunFailed(f"cannot start a worker thread: {exc}") from exc
+                    log.warning("fewer workers than --task-concurrency", started=i, error=str(exc))
+                    return
+        finally:
+            go.set()
 
     def _wind_down(self) -> None:
         """After the first interrupt (or a fatal error in every lane): close every sandbox, then give workers
@@ -201,8 +207,9 @@ class Scheduler:
             log.warning("interrupted: stopped scheduling and closed open sandboxes",
                         closed=closed[0] if closed else "unknown (cut short)", workers_left=self._running)
 
-    def _work(self, queue: deque[tuple[Lane, Task, int]]) -> None:
+    def _work(self, queue: deque[tuple[Lane, Task, int]], go: threading.Event) -> None:
         try:
+            go.wait()
             while not self.stopping.is_set():
                 try:
                     lane, task, attempt = queue.popleft()
