@@ -6,11 +6,10 @@ the provider can be forked (its state is plain data, no SDK threads or sockets),
 forks worker processes once everything is loaded. Each runs its share of the trial threads and
 pulls (run, task, attempt) indices off one shared pipe, so no process idles while another has a
 backlog. Every finished trial goes back to this process over the worker's own pipe: this process
-alone appends to trials.jsonl (group-committed, so a SIGKILL still loses no recorded trial), keeps
-the summary and prints progress. A worker dies with this process (PR_SET_PDEATHSIG) and ignores
-Ctrl-C: the first interrupt here is forwarded once (close its sandboxes, wind down), a second cuts
-that short, as in one process.
-"""
+alone appends to trials.jsonl (group-committed, so a SIGKILL still loses no recorded trial), writes
+each result.json, keeps the summary and prints progress. A worker dies with this process
+(PR_SET_PDEATHSIG) and leaves Ctrl-C to it: the first interrupt here is forwarded once (close its
+sandboxes, wind down), a second cuts that short, as in one process."""
 
 from __future__ import annotations
 
@@ -320,7 +319,8 @@ def handle(scheduler: "Scheduler", workers: list[Worker], messages: list[tuple[s
             lane.closed.set()
             tell(workers, "close", index, None)
             continue
-        for result, _ in entries:
+        for result, line in entries:  # as in one process: result.json once the line is durable
+            lane.store.write_result_json(result.task_id, result.attempt, line)
             scheduler.progress.finished(result, lane.label)
 
 
@@ -392,7 +392,7 @@ def worker_main(scheduler: "Scheduler", items: list[tuple["Lane", "Task", int]],
         channel = Channel(results)
         index_of = {id(lane): i for i, lane in enumerate(scheduler.lanes)}
         scheduler.progress = WorkerProgress(channel)  # type: ignore[assignment]
-        scheduler.report = lambda lane, result: report(channel, index_of[id(lane)], lane, result)
+        scheduler.report = lambda lane, result: report(channel, index_of[id(lane)], result)
         scheduler.lane_stopped = lambda lane, kind, payload: channel.send(kind, index_of[id(lane)], portable(payload))
         threading.Thread(target=listen, args=(scheduler, control), name="control", daemon=True).start()
         code = scheduler.supervise(PipeQueue(work, items), threads)  # type: ignore[arg-type]
@@ -417,11 +417,9 @@ def portable(payload: Any) -> Any:
         return FatalInfraError(str(payload))
 
 
-def report(channel: Channel, index: int, lane: "Lane", result: TrialResult) -> None:
-    """Send the finished trial to the parent (which records it), then write its result.json here."""
-    line = result.model_dump_json().encode("utf-8") + b"\n"
-    channel.send("result", index, line)
-    lane.store.write_result_json(result.task_id, result.attempt, line)
+def report(channel: Channel, index: int, result: TrialResult) -> None:
+    """Send the finished trial to the parent, which records it and writes its result.json (its own GIL's work)."""
+    channel.send("result", index, result.model_dump_json().encode("utf-8") + b"\n")
 
 
 def listen(scheduler: "Scheduler", control: int) -> None:

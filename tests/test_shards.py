@@ -78,7 +78,7 @@ def test_trials_run_in_worker_processes_and_the_parent_records_each_once(tmp_pat
     assert all(r["status"] == "passed" for r in rows)
     ran_in = set(pids(tmp_path).values())
     assert len(ran_in) == 2, ran_in  # both workers took trials off the shared queue
-    for row in rows:  # each worker wrote its trials' result.json: the line the parent recorded
+    for row in rows:  # each trial's result.json: the line the parent recorded
         result = run_dir / "tasks" / row["task_id"] / f"attempt-{row['attempt']}" / "result.json"
         assert json.loads(result.read_text()) == row
     summary = json.loads((run_dir / "summary.json").read_text())
