@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
 from agentcompass.errors import InfraError, TrialError
 from agentcompass.pacing import Pacer
+from agentcompass.durable import write_all
 from agentcompass.results import TrialResult, now_iso, write_atomic
 from agentcompass.task import AgentOutcome, Task
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("agentcompass")
 MAX_SANDBOX_NAME = 120  # docker allows more, but names stay readable in `docker ps`
+SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]*")
 
 
 @dataclass
@@ -44,13 +47,34 @@ class TrialContext:
     open_sandbox: "Callable[[SandboxSpec], Sandbox] | None" = None
 
     def write(self, name: str, text: str) -> Path:
-        path = self.dir / name
+        path = os.path.join(self.dir, name)
         write_atomic(path, text)
-        return path
+        return Path(path)
+
+    def log(self, name: str, text: str) -> None:
+        """A command's output, kept only when there is some: an empty file per trial is a file create
+        (the dearest file call there is) times thousands. Written in place, not via a temp file: a log
+        cut short by a crash is harmless, as the attempt then runs again in a fresh dir."""
+        if text:
+            write_plain(os.path.join(self.dir, name), text)
 
     def append(self, name: str, text: str) -> None:
-        with open(self.dir / name, "a", encoding="utf-8") as handle:
+        with open(os.path.join(self.dir, name), "a", encoding="utf-8") as handle:
             handle.write(text)
+
+
+def write_plain(path: str, text: str) -> None:
+    """Create or replace a file with `text`; its dir is made when missing (a step's own dir)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, flags, 0o644)
+    try:
+        write_all(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 class OpenSandboxes:
@@ -119,13 +143,8 @@ class TrialRunner:
         started = now_iso()
         t0 = time.monotonic()
 
-        @contextmanager
-        def phase(name: str) -> Iterator[None]:
-            start = time.monotonic()
-            try:
-                yield
-            finally:
-                timings[name] = round(time.monotonic() - start, 4)
+        def phase(name: str) -> Phase:
+            return Phase(timings, name)
 
         labels = {"agentcompass": "1", "run": self.run_name, "trial": f"{task.id}.{attempt}"}
         time_limit = getattr(self.harness, "time_limit_s", None)  # a harness's own limit may outlast the task's
@@ -137,7 +156,7 @@ class TrialRunner:
         with phase("open"):
             sandbox = TimedSandbox(self.provider.open(spec))
         self.sandboxes.add(sandbox)
-        outcome = AgentOutcome()
+        outcome: AgentOutcome | None = None  # made only when the agent fails before giving one
         graded = False
         try:
             with phase("stage"):
@@ -158,7 +177,7 @@ class TrialRunner:
                     return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
                 # The format grades a crashed agent's work too (Terminal-Bench does, officially).
                 outcome = AgentOutcome(exit_status=f"{exc.category}_error", message=str(exc),
-                                       usage=exc.usage if exc.usage is not None else outcome.usage)
+                                       usage=exc.usage if exc.usage is not None else (outcome or AgentOutcome()).usage)
             # Verification runs whatever the agent's exit status, a timeout included.
             with phase("verify"):
                 if grading_spec is None:
@@ -237,9 +256,10 @@ class TrialRunner:
 
     def _result(
         self, task: Task, attempt: int, started: str, t0: float, timings: dict[str, float],
-        outcome: AgentOutcome, error: TrialError | None, details: dict[str, Any] | None = None,
+        outcome: AgentOutcome | None, error: TrialError | None, details: dict[str, Any] | None = None,
     ) -> TrialResult:
         timings["total"] = round(time.monotonic() - t0, 4)
+        outcome = outcome or AgentOutcome()
         return TrialResult(
             task_id=task.id,
             attempt=attempt,
@@ -255,6 +275,22 @@ class TrialRunner:
         )
 
 
+class Phase:
+    """Times a block into timings[name]; a class, as a generator-based context manager costs
+    several times more, and a trial times six phases."""
+
+    __slots__ = ("timings", "name", "start")
+
+    def __init__(self, timings: dict[str, float], name: str) -> None:
+        self.timings, self.name = timings, name
+
+    def __enter__(self) -> None:
+        self.start = time.monotonic()
+
+    def __exit__(self, *exc: object) -> None:
+        self.timings[self.name] = round(time.monotonic() - self.start, 4)
+
+
 class TimedSandbox:
     """Passes everything through to the sandbox, adding up the time its commands take,
     so orchestration overhead (trial time minus command time) can be measured."""
@@ -267,6 +303,17 @@ class TimedSandbox:
         result = self.inner.exec(cmd, **kwargs)
         self.command_s += result.duration_s
         return result
+
+    # The contract's other calls, spelled out: each trial makes several, and __getattr__ runs only
+    # after a failed lookup has raised (and caught) an AttributeError.
+    def upload(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.upload(*args, **kwargs)
+
+    def download(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.download(*args, **kwargs)
+
+    def close(self) -> Any:
+        return self.inner.close()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -296,6 +343,8 @@ def sandbox_name(run_name: str, task_id: str, attempt: int) -> str:
     """A name unique per trial and safe for container names: [a-zA-Z0-9_.-], at most 120 characters.
     A name that had to be cut or changed ends in a hash of the whole, so two trials never share one."""
     raw = f"ac-{run_name}-{task_id}-{attempt}"
+    if len(raw) <= MAX_SANDBOX_NAME and SAFE_NAME.fullmatch(raw):  # the usual case, without a loop per character
+        return raw
     safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in raw)
     if safe == raw and len(safe) <= MAX_SANDBOX_NAME:
         return safe
