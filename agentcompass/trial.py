@@ -203,12 +203,7 @@ class TrialRunner:
                     else:
                         close_after(sandbox, graded, task.id, attempt)
         timings["commands"] = round(sandbox.command_s + sum(extra.command_s for extra in extras), 4)
-        result = self._result(task, attempt, started, t0, timings, outcome, None)
-        result.status = "passed" if grade.passed else "failed"
-        result.reward, result.rewards = grade.reward, grade.rewards
-        result.message = grade.message
-        result.details = {**grade.details, **details}
-        return result
+        return self._result(task, attempt, started, t0, timings, outcome, None, {**grade.details, **details}, grade)
 
     def _open_extra(self, spec: "SandboxSpec", extras: list["TimedSandbox"]) -> "TimedSandbox":
         """A further sandbox of the trial, tracked like its first (an interrupt closes it)."""
@@ -257,15 +252,19 @@ class TrialRunner:
     def _result(
         self, task: Task, attempt: int, started: str, t0: float, timings: dict[str, float],
         outcome: AgentOutcome | None, error: TrialError | None, details: dict[str, Any] | None = None,
+        grade: "Grade | None" = None,
     ) -> TrialResult:
+        """The trial's record: an error's, or the grade's (made in one go: setting fields one by one costs more)."""
         timings["total"] = round(time.monotonic() - t0, 4)
         outcome = outcome or AgentOutcome()
         return TrialResult(
             task_id=task.id,
             attempt=attempt,
-            status="error" if error else "failed",
+            status="error" if error else ("passed" if grade is not None and grade.passed else "failed"),
             error_category=error.category if error else None,
-            message=str(error) if error else "",
+            message=str(error) if error else (grade.message if grade is not None else ""),
+            reward=grade.reward if grade is not None else None,
+            rewards=grade.rewards if grade is not None else {},
             agent_exit_status=outcome.exit_status,
             timings=timings,
             usage=(error.usage if error is not None and error.usage is not None else outcome.usage),

@@ -313,7 +313,7 @@ class HarborFormat:
         """What the separate verifier gets from the agent's sandbox (and its sidecars): /logs/artifacts and
         the task's artifacts, each under the trial's artifacts/ at its own path."""
         for service, path in ((MAIN, ARTIFACTS_DIR), *task.data["artifacts"]):
-            local = Path(os.path.join(trial.dir, "artifacts", path.lstrip("/")))
+            local = trial.dir.joinpath("artifacts", path.lstrip("/"))  # one join, parsing only the new parts
             try:
                 if service == MAIN:
                     sandbox.download(path, local)
@@ -353,7 +353,7 @@ class HarborFormat:
         trial.log(f"{where}verifier.log", output)
         if result.timed_out:
             raise VerifierError(f"verifier timed out after {task.verify_timeout_s:.0f}s")
-        rewards = self.read_rewards(sandbox, Path(os.path.join(trial.dir, where, "verifier")), result.exit_code,
+        rewards = self.read_rewards(sandbox, trial.dir.joinpath(where, "verifier"), result.exit_code,
                                     "see verifier.log" if output else "it printed nothing")
         reward = rewards.get("reward", sum(rewards.values()) / len(rewards))
         return Grade(passed=reward >= 1.0, reward=reward, rewards=rewards,
