@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
+from agentcompass.durable import write_all
 from agentcompass.errors import InfraError, TrialError
 from agentcompass.pacing import Pacer
-from agentcompass.durable import write_all
 from agentcompass.results import TrialResult, now_iso, write_atomic
-from agentcompass.task import AgentOutcome, Task
+from agentcompass.task import AgentOutcome, Task, Usage
 
 if TYPE_CHECKING:
     from agentcompass.formats.base import TaskFormat
@@ -177,7 +177,7 @@ class TrialRunner:
                     return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
                 # The format grades a crashed agent's work too (Terminal-Bench does, officially).
                 outcome = AgentOutcome(exit_status=f"{exc.category}_error", message=str(exc),
-                                       usage=exc.usage if exc.usage is not None else (outcome or AgentOutcome()).usage)
+                                       usage=exc.usage if exc.usage is not None else Usage())
             # Verification runs whatever the agent's exit status, a timeout included.
             with phase("verify"):
                 if grading_spec is None:
@@ -256,7 +256,7 @@ class TrialRunner:
     ) -> TrialResult:
         """The trial's record: an error's, or the grade's (made in one go: setting fields one by one costs more)."""
         timings["total"] = round(time.monotonic() - t0, 4)
-        outcome = outcome or AgentOutcome()
+        outcome = outcome if outcome is not None else AgentOutcome()
         return TrialResult(
             task_id=task.id,
             attempt=attempt,
@@ -276,7 +276,7 @@ class TrialRunner:
 
 class Phase:
     """Times a block into timings[name]; a class, as a generator-based context manager costs
-    several times more, and a trial times six phases."""
+    several times more, and a trial times five phases."""
 
     __slots__ = ("timings", "name", "start")
 
