@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 from datetime import datetime, timezone
 from math import comb
 from pathlib import Path
@@ -45,8 +46,19 @@ class TrialResult(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
+_SECOND = (-1, "")  # the last whole second now_iso formatted, and how
+
+
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    """UTC to the millisecond, as datetime's isoformat(timespec="milliseconds") writes it: every trial
+    stamps its start and end, so the date part is formatted once a second, not per call."""
+    global _SECOND
+    now = time.time()
+    second = int(now)
+    cached = _SECOND  # one read: another thread may replace it meanwhile, never half of it
+    if cached[0] != second:
+        cached = _SECOND = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{cached[1]}.{int((now - second) * 1000):03d}+00:00"
 
 
 _PID = os.getpid()

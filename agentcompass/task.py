@@ -88,8 +88,13 @@ class Usage(BaseModel):
     generation_s: float = 0.0  # time spent waiting for the model
     model_errors: int = 0  # model requests that failed (retried or given up on); their time is in generation_s
 
-    def __add__(self, other: "Usage") -> "Usage":
-        return Usage.total((self, other))
+    def __add__(self, other: "Usage") -> "Usage":  # once per trial at least: without total()'s list and generators
+        return Usage(
+            model_calls=self.model_calls + other.model_calls, tokens_in=self.tokens_in + other.tokens_in,
+            tokens_out=self.tokens_out + other.tokens_out, tokens_cached=self.tokens_cached + other.tokens_cached,
+            cost_usd=self.cost_usd + other.cost_usd, cost_known=self.cost_known and other.cost_known,
+            generation_s=self.generation_s + other.generation_s, model_errors=self.model_errors + other.model_errors,
+        )
 
     @classmethod
     def total(cls, usages: Iterable["Usage"]) -> "Usage":

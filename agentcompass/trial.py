@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
+from agentcompass.durable import write_all
 from agentcompass.errors import InfraError, TrialError
 from agentcompass.pacing import Pacer
 from agentcompass.results import TrialResult, now_iso, write_atomic
-from agentcompass.task import AgentOutcome, Task
+from agentcompass.task import AgentOutcome, Task, Usage
 
 if TYPE_CHECKING:
     from agentcompass.formats.base import TaskFormat
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("agentcompass")
 MAX_SANDBOX_NAME = 120  # docker allows more, but names stay readable in `docker ps`
+SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]*")
 
 
 @dataclass
@@ -44,13 +47,34 @@ class TrialContext:
     open_sandbox: "Callable[[SandboxSpec], Sandbox] | None" = None
 
     def write(self, name: str, text: str) -> Path:
-        path = self.dir / name
+        path = os.path.join(self.dir, name)
         write_atomic(path, text)
-        return path
+        return Path(path)
+
+    def log(self, name: str, text: str) -> None:
+        """A command's output, kept only when there is some: an empty file per trial is a file create
+        (the dearest file call there is) times thousands. Written in place, not via a temp file: a log
+        cut short by a crash is harmless, as the attempt then runs again in a fresh dir."""
+        if text:
+            write_plain(os.path.join(self.dir, name), text)
 
     def append(self, name: str, text: str) -> None:
-        with open(self.dir / name, "a", encoding="utf-8") as handle:
+        with open(os.path.join(self.dir, name), "a", encoding="utf-8") as handle:
             handle.write(text)
+
+
+def write_plain(path: str, text: str) -> None:
+    """Create or replace a file with `text`; its dir is made when missing (a step's own dir)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, flags, 0o644)
+    try:
+        write_all(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 class OpenSandboxes:
@@ -119,13 +143,8 @@ class TrialRunner:
         started = now_iso()
         t0 = time.monotonic()
 
-        @contextmanager
-        def phase(name: str) -> Iterator[None]:
-            start = time.monotonic()
-            try:
-                yield
-            finally:
-                timings[name] = round(time.monotonic() - start, 4)
+        def phase(name: str) -> Phase:
+            return Phase(timings, name)
 
         labels = {"agentcompass": "1", "run": self.run_name, "trial": f"{task.id}.{attempt}"}
         time_limit = getattr(self.harness, "time_limit_s", None)  # a harness's own limit may outlast the task's
@@ -137,7 +156,7 @@ class TrialRunner:
         with phase("open"):
             sandbox = TimedSandbox(self.provider.open(spec))
         self.sandboxes.add(sandbox)
-        outcome = AgentOutcome()
+        outcome: AgentOutcome | None = None  # made only when the agent fails before giving one
         graded = False
         try:
             with phase("stage"):
@@ -158,7 +177,7 @@ class TrialRunner:
                     return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
                 # The format grades a crashed agent's work too (Terminal-Bench does, officially).
                 outcome = AgentOutcome(exit_status=f"{exc.category}_error", message=str(exc),
-                                       usage=exc.usage if exc.usage is not None else outcome.usage)
+                                       usage=exc.usage if exc.usage is not None else Usage())
             # Verification runs whatever the agent's exit status, a timeout included.
             with phase("verify"):
                 if grading_spec is None:
@@ -184,12 +203,7 @@ class TrialRunner:
                     else:
                         close_after(sandbox, graded, task.id, attempt)
         timings["commands"] = round(sandbox.command_s + sum(extra.command_s for extra in extras), 4)
-        result = self._result(task, attempt, started, t0, timings, outcome, None)
-        result.status = "passed" if grade.passed else "failed"
-        result.reward, result.rewards = grade.reward, grade.rewards
-        result.message = grade.message
-        result.details = {**grade.details, **details}
-        return result
+        return self._result(task, attempt, started, t0, timings, outcome, None, {**grade.details, **details}, grade)
 
     def _open_extra(self, spec: "SandboxSpec", extras: list["TimedSandbox"]) -> "TimedSandbox":
         """A further sandbox of the trial, tracked like its first (an interrupt closes it)."""
@@ -237,15 +251,20 @@ class TrialRunner:
 
     def _result(
         self, task: Task, attempt: int, started: str, t0: float, timings: dict[str, float],
-        outcome: AgentOutcome, error: TrialError | None, details: dict[str, Any] | None = None,
+        outcome: AgentOutcome | None, error: TrialError | None, details: dict[str, Any] | None = None,
+        grade: "Grade | None" = None,
     ) -> TrialResult:
+        """The trial's record: an error's, or the grade's (made in one go: setting fields one by one costs more)."""
         timings["total"] = round(time.monotonic() - t0, 4)
+        outcome = outcome if outcome is not None else AgentOutcome()
         return TrialResult(
             task_id=task.id,
             attempt=attempt,
-            status="error" if error else "failed",
+            status="error" if error else ("passed" if grade is not None and grade.passed else "failed"),
             error_category=error.category if error else None,
-            message=str(error) if error else "",
+            message=str(error) if error else (grade.message if grade is not None else ""),
+            reward=grade.reward if grade is not None else None,
+            rewards=grade.rewards if grade is not None else {},
             agent_exit_status=outcome.exit_status,
             timings=timings,
             usage=(error.usage if error is not None and error.usage is not None else outcome.usage),
@@ -253,6 +272,22 @@ class TrialRunner:
             finished_at=now_iso(),
             details=details or {},
         )
+
+
+class Phase:
+    """Times a block into timings[name]; a class, as a generator-based context manager costs
+    several times more, and a trial times five phases."""
+
+    __slots__ = ("timings", "name", "start")
+
+    def __init__(self, timings: dict[str, float], name: str) -> None:
+        self.timings, self.name = timings, name
+
+    def __enter__(self) -> None:
+        self.start = time.monotonic()
+
+    def __exit__(self, *exc: object) -> None:
+        self.timings[self.name] = round(time.monotonic() - self.start, 4)
 
 
 class TimedSandbox:
@@ -267,6 +302,17 @@ class TimedSandbox:
         result = self.inner.exec(cmd, **kwargs)
         self.command_s += result.duration_s
         return result
+
+    # The contract's other calls, spelled out: each trial makes several, and __getattr__ runs only
+    # after a failed lookup has raised (and caught) an AttributeError.
+    def upload(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.upload(*args, **kwargs)
+
+    def download(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.download(*args, **kwargs)
+
+    def close(self) -> Any:
+        return self.inner.close()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -296,6 +342,8 @@ def sandbox_name(run_name: str, task_id: str, attempt: int) -> str:
     """A name unique per trial and safe for container names: [a-zA-Z0-9_.-], at most 120 characters.
     A name that had to be cut or changed ends in a hash of the whole, so two trials never share one."""
     raw = f"ac-{run_name}-{task_id}-{attempt}"
+    if len(raw) <= MAX_SANDBOX_NAME and SAFE_NAME.fullmatch(raw):  # the usual case, without a loop per character
+        return raw
     safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in raw)
     if safe == raw and len(safe) <= MAX_SANDBOX_NAME:
         return safe

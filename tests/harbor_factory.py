@@ -130,7 +130,7 @@ def make_multi_step(root: Path, task_id: str, dockerfile: str | None, first_min_
         (task / "steps" / step / "instruction.md").write_text(f"Append the line '{line}' to /app/log.txt.\n")
         (task / "steps" / step / "solution" / "solve.sh").write_text(f"echo {line} >> /app/log.txt\n")
         (task / "steps" / step / "tests" / "test.sh").write_text(
-            f'if [ "$(tail -n1 /app/log.txt 2>/dev/null)" = {line} ]; {REWARD}\n')
+            f'echo "checking step {step}"\nif [ "$(tail -n1 /app/log.txt 2>/dev/null)" = {line} ]; {REWARD}\n')
     return task
 
 

@@ -189,7 +189,7 @@ def test_multi_step_stops_below_min_reward(cli, tmp_path):
     run_dir = tmp_path / "res" / "r" / "steps__oracle__none__local"
     [row] = map(json.loads, (run_dir / "trials.jsonl").read_text().splitlines())
     assert row["details"]["steps_run"] == 1 and row["reward"] == 0.5 and "two/reward" not in row["rewards"], row
-    assert (run_dir / "tasks" / "stops" / "attempt-1" / "steps" / "one" / "verifier.log").is_file()
+    assert (run_dir / "tasks" / "stops" / "attempt-1" / "steps" / "one" / "verifier.log").read_text() == "checking step one\n"
 
 
 def check_multi_step(rows: dict[str, dict]) -> None:

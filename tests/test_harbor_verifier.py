@@ -77,3 +77,27 @@ def test_separate_verifier_on_the_host_gets_the_tests_uploaded(cli, tmp_path):
     run_dir = tmp_path / "res" / "r" / "artifacts__oracle__none__local"
     [row] = map(json.loads, (run_dir / "trials.jsonl").read_text().splitlines())
     assert row["reward"] == 1.0 and row["details"]["environment_mode"] == "separate", row
+
+
+def test_logs_are_kept_only_when_there_is_output(cli, tmp_path):
+    """agent.log and verifier.log hold the oracle's and test.sh's output; a command that printed nothing
+    leaves no empty file behind, and a missing reward then says the verifier printed nothing."""
+    dataset, conf = tmp_path / "tasks", tmp_path / "conf"
+    make_task(dataset, "chatty", solve="echo solving; echo warn >&2", test="echo checking; echo 1 > /logs/verifier/reward.txt")
+    make_task(dataset, "quiet", solve="true", test="echo 1 > /logs/verifier/reward.txt")
+    make_task(dataset, "silent-no-reward", solve="true", test="true")
+    make_recipe(conf, "logs", dataset)
+    done = cli("run", "logs", "oracle", "none", "--env", "local", "--config-dir", str(conf),
+               "--results-dir", str(tmp_path / "res"), "--run-name", "r", "--max-retries", "0")
+    assert done.returncode == 0, done.stderr
+    run_dir = tmp_path / "res" / "r" / "logs__oracle__none__local"
+    rows = {row["task_id"]: row for row in map(json.loads, (run_dir / "trials.jsonl").read_text().splitlines())}
+    assert rows["chatty"]["status"] == rows["quiet"]["status"] == "passed", rows
+    chatty, quiet = (run_dir / "tasks" / name / "attempt-1" for name in ("chatty", "quiet"))
+    assert (chatty / "agent.log").read_text() == "solving\nwarn\n"
+    assert (chatty / "verifier.log").read_text() == "checking\n"
+    assert sorted(p.name for p in quiet.iterdir()) == ["result.json", "verifier"]
+    assert (quiet / "verifier" / "reward.txt").read_text() == "1\n"
+    assert rows["silent-no-reward"]["error_category"] == "verifier", rows
+    assert rows["silent-no-reward"]["message"].endswith("wrote neither /logs/verifier/reward.txt nor reward.json; "
+                                                        "it printed nothing"), rows

@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from agentcompass.results import TrialResult, summarize
+from agentcompass.results import TrialResult, now_iso, summarize
 from agentcompass.task import Usage
 from harbor_factory import make_file_tasks, make_recipe, make_task
 
@@ -304,3 +306,28 @@ def sessions_of(run_dir: Path) -> list[dict]:
         return json.loads((run_dir / "run.json").read_text()).get("sessions", [])
     except (OSError, ValueError):
         return []
+
+
+def test_now_iso_is_utc_to_the_millisecond_across_seconds():
+    """The stamps trials record: datetime's isoformat to the millisecond, right on either side of a second."""
+    stamps = []
+    deadline = time.monotonic() + 1.2
+    while time.monotonic() < deadline:
+        before = datetime.now(timezone.utc)
+        stamp = now_iso()
+        after = datetime.now(timezone.utc)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", stamp), stamp
+        # datetime rounds to the microsecond where now_iso cuts: up to 1 us apart, so one ms of slack
+        assert before - timedelta(milliseconds=1) <= datetime.fromisoformat(stamp) <= after
+        stamps.append(stamp)
+        time.sleep(0.0005)
+    assert len({stamp[:19] for stamp in stamps}) >= 2 and stamps == sorted(stamps)
+
+
+def test_usages_add_field_by_field():
+    one = Usage(model_calls=1, tokens_in=10, tokens_out=5, tokens_cached=2, cost_usd=0.25, generation_s=1.5, model_errors=1)
+    two = Usage(model_calls=2, tokens_in=20, tokens_out=7, tokens_cached=3, cost_usd=0.5, cost_known=False,
+                generation_s=2.0, model_errors=0)
+    assert (one + two).model_dump() == {"model_calls": 3, "tokens_in": 30, "tokens_out": 12, "tokens_cached": 5,
+                                        "cost_usd": 0.75, "cost_known": False, "generation_s": 3.5, "model_errors": 1}
+    assert (Usage() + one).model_dump() == one.model_dump() and (one + Usage()).cost_known

@@ -20,6 +20,7 @@ def test_sandbox_names_stay_unique_when_cut_or_cleaned():
     assert len(names) == 4
     assert all(len(name) <= 120 and all(c.isalnum() or c in "_.-" for c in name) for name in names)
     assert sandbox_name("run", "fix-median-bug", 2) == "ac-run-fix-median-bug-2"  # a plain name stays readable
+    assert sandbox_name("run", "tâche", 1) == "ac-run-tâche-1"  # letters beyond ASCII are letters too, as before
 
 
 @pytest.mark.parametrize("max_retries", ["0", "2"])

@@ -120,9 +120,9 @@ def render_instruction(recipe: Recipe, **fields: Any) -> str:
 
 def run_solution(task: Task, sandbox: "Sandbox", trial: "TrialContext", command: str,
                  env: dict[str, str] | None = None) -> AgentOutcome:
-    """Run an uploaded reference solution as the oracle; its output becomes agent.log."""
+    """Run an uploaded reference solution as the oracle; its output, if any, becomes agent.log."""
     result = sandbox.exec(command, env=env, timeout=task.agent_timeout_s)
-    trial.write("agent.log", result.stdout + result.stderr)
+    trial.log("agent.log", result.stdout + result.stderr)
     if result.timed_out:
         return AgentOutcome(exit_status="timeout")
     return AgentOutcome(exit_status="completed" if result.exit_code == 0 else f"exit {result.exit_code}")

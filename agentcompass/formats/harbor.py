@@ -10,6 +10,7 @@ sandbox of its own image that gets only /logs/artifacts and the task's declared 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import replace
@@ -284,7 +285,7 @@ class HarborFormat:
 
     def solve(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> AgentOutcome:
         solution = Path(task.data["solution"])
-        if not (solution / "solve.sh").is_file():
+        if not os.path.isfile(os.path.join(task.data["solution"], "solve.sh")):
             raise VerifierError(f"task '{task.id}' has no {solution.relative_to(task.data['dir'])}/solve.sh for the oracle")
         sandbox.upload(solution, "/solution")
         return run_solution(task, sandbox, trial, "bash /solution/solve.sh", task.data["solution_env"])
@@ -312,7 +313,7 @@ class HarborFormat:
         """What the separate verifier gets from the agent's sandbox (and its sidecars): /logs/artifacts and
         the task's artifacts, each under the trial's artifacts/ at its own path."""
         for service, path in ((MAIN, ARTIFACTS_DIR), *task.data["artifacts"]):
-            local = trial.dir / "artifacts" / path.lstrip("/")
+            local = trial.dir.joinpath("artifacts", path.lstrip("/"))  # one join, parsing only the new parts
             try:
                 if service == MAIN:
                     sandbox.download(path, local)
@@ -339,33 +340,35 @@ class HarborFormat:
         # A separate verifier's image holds /tests itself, as in Harbor; where no image is built
         # (a task run on the host) the tests are uploaded as in shared mode.
         if mode == "shared" or not getattr(sandbox, "has_task_image", False):
-            for tests in map(Path, task.data["tests"]):  # a step's tests over the task's
-                if tests.is_dir():
-                    sandbox.upload(tests, "/tests")
+            for tests in task.data["tests"]:  # a step's tests over the task's
+                if os.path.isdir(tests):
+                    sandbox.upload(Path(tests), "/tests")
         where = f"steps/{task.data['step']}/" if task.data.get("step") else ""
         clear = f" && rm -rf {VERIFIER_DIR}/*" if where else ""  # a step's grade is not the step before's
         result = sandbox.exec(
             f"mkdir -p {VERIFIER_DIR} /logs/agent{clear} && bash /tests/test.sh",
             env=task.data["verifier_env"], timeout=task.verify_timeout_s, user=task.data["verifier_user"],
         )
-        trial.write(f"{where}verifier.log", result.stdout + result.stderr)
+        output = result.stdout + result.stderr
+        trial.log(f"{where}verifier.log", output)
         if result.timed_out:
             raise VerifierError(f"verifier timed out after {task.verify_timeout_s:.0f}s")
-        rewards = self.read_rewards(sandbox, trial.dir / where / "verifier", result.exit_code)
+        rewards = self.read_rewards(sandbox, trial.dir.joinpath(where, "verifier"), result.exit_code,
+                                    "see verifier.log" if output else "it printed nothing")
         reward = rewards.get("reward", sum(rewards.values()) / len(rewards))
         return Grade(passed=reward >= 1.0, reward=reward, rewards=rewards,
                      details={"test_exit_code": result.exit_code, "environment_mode": mode})
 
-    def read_rewards(self, sandbox: "Sandbox", local: Path, exit_code: int) -> dict[str, float]:
+    def read_rewards(self, sandbox: "Sandbox", local: Path, exit_code: int, hint: str = "see verifier.log") -> dict[str, float]:
         try:
             sandbox.download(VERIFIER_DIR, local)
         except FileNotFoundError:
             pass
         try:
-            text = read_if_present(local / "reward.txt")
+            text = read_if_present(os.path.join(local, "reward.txt"))
             if text is not None:
                 return {"reward": float(text.decode().strip())}
-            data = read_if_present(local / "reward.json")
+            data = read_if_present(os.path.join(local, "reward.json"))
             if data is not None:
                 named = json.loads(data)
                 if not isinstance(named, dict) or not named:
@@ -374,7 +377,7 @@ class HarborFormat:
         except ValueError as exc:
             raise VerifierError(f"unreadable reward file: {exc}") from exc
         raise VerifierError(
-            f"test.sh (exit {exit_code}) wrote neither {VERIFIER_DIR}/reward.txt nor reward.json; see verifier.log"
+            f"test.sh (exit {exit_code}) wrote neither {VERIFIER_DIR}/reward.txt nor reward.json; {hint}"
         )
 
 
