@@ -101,6 +101,9 @@ def write_atomic(path: Path | str, text: str, fsync: bool = False) -> None:
         fsync_dir(parent)
 
 
+READ_SIZE = 1 << 16
+
+
 def read_if_present(path: Path | str) -> bytes | None:
     """A small file's bytes, None when it is absent or not a file: three plain os calls, where
     Path.is_file() and read_text() take ten (thousands of trials read their reward at once)."""
@@ -110,8 +113,10 @@ def read_if_present(path: Path | str) -> bytes | None:
         return None
     try:
         chunks = []
-        while chunk := os.read(fd, 1 << 16):
+        while chunk := os.read(fd, READ_SIZE):
             chunks.append(chunk)
+            if len(chunk) < READ_SIZE:  # a regular file reads short only at its end: no read just to see that
+                break
     except IsADirectoryError:
         return None
     finally:

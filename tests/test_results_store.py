@@ -331,3 +331,13 @@ def test_usages_add_field_by_field():
     assert (one + two).model_dump() == {"model_calls": 3, "tokens_in": 30, "tokens_out": 12, "tokens_cached": 5,
                                         "cost_usd": 0.75, "cost_known": False, "generation_s": 3.5, "model_errors": 1}
     assert (Usage() + one).model_dump() == one.model_dump() and (one + Usage()).cost_known
+
+
+def test_read_if_present_reads_whole_files_of_any_size(tmp_path):
+    from agentcompass.results import READ_SIZE, read_if_present
+
+    for size in (0, 1, READ_SIZE - 1, READ_SIZE, READ_SIZE + 1, 3 * READ_SIZE + 5):
+        data = os.urandom(size)
+        (tmp_path / "f").write_bytes(data)
+        assert read_if_present(tmp_path / "f") == data
+    assert read_if_present(tmp_path / "absent") is None and read_if_present(tmp_path) is None
