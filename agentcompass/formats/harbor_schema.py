@@ -166,9 +166,14 @@ class TaskConfig(Open):
 
 
 def unknown_fields(model: BaseModel, prefix: str = "") -> list[str]:
-    """Dotted paths of every key no model knows, in the order found ([metadata] is free-form)."""
+    """Dotted paths of every key no model knows, in the order found ([metadata] is free-form).
+
+    Only the fields the task.toml set are walked: a default (an empty [agent], say) holds no key of its own."""
     found = [f"{prefix}{key}" for key in (model.model_extra or {})]
+    given = model.model_fields_set
     for name in type(model).model_fields:
+        if name not in given:
+            continue
         value = getattr(model, name)
         items = value if isinstance(value, list) else [value]
         for index, item in enumerate(items):
