@@ -82,3 +82,18 @@ def test_unknown_fields_are_found_in_set_tables_and_list_items(tmp_path, capsys)
     load(tmp_path)
     err = capsys.readouterr().err
     assert "steps[0].odd (1 task)" in err and "steps[0].agent.strange (1 task)" in err, err
+
+
+def test_a_task_toml_that_is_a_directory_is_one_line_naming_it(tmp_path):
+    toml = task(tmp_path, "t") / "task.toml"
+    toml.unlink()
+    toml.mkdir()
+    with pytest.raises(UserError, match=r"t/task\.toml: not a file"):
+        load(tmp_path)
+
+
+def test_a_dangling_task_toml_link_is_no_task(tmp_path):
+    task(tmp_path, "t")
+    (tmp_path / "gone").mkdir()
+    (tmp_path / "gone" / "task.toml").symlink_to(tmp_path / "nowhere.toml")
+    assert [t.id for t in load(tmp_path)] == ["t"]

@@ -49,7 +49,7 @@ def verifier_environment_mode(task_dir: Path | str, config: TaskConfig) -> str:
     if mode == "shared" and verifier.environment is not None:
         raise UserError(f"{task_dir}/task.toml: [verifier.environment] needs environment_mode = \"separate\"")
     image = verifier.environment.docker_image if verifier.environment else None
-    if mode == "separate" and not image and not os.path.isfile(os.path.join(task_dir, "tests", "Dockerfile")):
+    if mode == "separate" and not image and not os.path.isfile(f"{task_dir}/tests/Dockerfile"):
         raise UserError(f"{task_dir}/task.toml: a separate verifier needs [verifier.environment] docker_image "
                         f"or tests/Dockerfile (its image provides /tests/test.sh)")
     return mode
@@ -105,7 +105,7 @@ def task_dirs(root: Path) -> list[str]:
 def environment_files(task_dir: str) -> dict[str, os.DirEntry[str]]:
     """environment/'s entries by name: one listing tells which of Dockerfile, workspace and the compose files exist."""
     try:
-        with os.scandir(os.path.join(task_dir, "environment")) as entries:
+        with os.scandir(f"{task_dir}/environment") as entries:
             return {entry.name: entry for entry in entries}
     except (FileNotFoundError, NotADirectoryError):
         return {}
@@ -122,12 +122,14 @@ def read_config(task_dir: Path | str) -> TaskConfig:
 
 def read_config_if_present(task_dir: Path | str) -> TaskConfig | None:
     """The task's task.toml, validated; None where the dir has none (it is no task)."""
-    path = os.path.join(task_dir, "task.toml")
+    path = f"{task_dir}/task.toml"
     try:
-        with open(path, "rb") as file:
-            text = file.read().decode("utf-8")
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+        data = read_if_present(path)
+        if data is None:
+            if os.path.exists(path):  # there, but no file (a dir): an error, as reading it is
+                raise IsADirectoryError("not a file")
+            return None
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: {exc}") from exc
     if "\r" in text:  # as a text-mode read gives it: universal newlines
@@ -185,7 +187,7 @@ class HarborFormat:
 
     def load_task(self, task_dir: Path | str, config: TaskConfig | None = None) -> Task:
         # Plain strings and one listing of environment/, not Path objects and a stat per file: a dataset
-        # may hold thousands of tasks, all loaded before the first trial starts.
+        # may hold thousands of tasks, all loaded before the first trial starts. (str() of a Path ends in no '/'.)
         task_dir = str(task_dir)
         config = config or read_config(task_dir)
         recipe = self.recipe
@@ -193,12 +195,12 @@ class HarborFormat:
         environment = config.environment
         # A recipe's image (e.g. its per-provider override: a mirror) wins over the task's own docker_image.
         image = (recipe.image.format(task_id=task_id) if recipe.image else None) or environment.docker_image
-        env_dir = os.path.join(task_dir, "environment")
+        env_dir = f"{task_dir}/environment"
         files = environment_files(task_dir)
         has_dockerfile = "Dockerfile" in files and files["Dockerfile"].is_file()
         seed = files["workspace"] if "workspace" in files and files["workspace"].is_dir() else None
         compose_file = next((files[n].path for n in COMPOSE_FILES if n in files and files[n].is_file()), None)
-        instruction = (read_if_present(os.path.join(task_dir, "instruction.md")) or b"").decode()
+        instruction = (read_if_present(f"{task_dir}/instruction.md") or b"").decode()
         baseline = environment.baseline_network()
         if recipe.allow_internet is not None:
             baseline = "public" if recipe.allow_internet else "no-network"
@@ -247,8 +249,8 @@ class HarborFormat:
                                            ("skills_dir", environment.skills_dir)) if v},
             data={
                 "dir": task_dir,
-                "tests": [os.path.join(task_dir, "tests")],
-                "solution": os.path.join(task_dir, "solution"),
+                "tests": [f"{task_dir}/tests"],
+                "solution": f"{task_dir}/solution",
                 "verifier_env": strings(config.verifier.env),
                 "solution_env": strings(config.solution.env),
                 "verifier_user": str(config.verifier.user) if config.verifier.user is not None else None,
