@@ -111,7 +111,9 @@ def prepare_all(invocation: Invocation, multirun: bool,
 
 def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
     # Start-up makes what lives as long as the run (the config, thousands of tasks): the cycle collector, which
-    # would rescan the growing heap again and again while it is made, is off; the run leaves it out (freeze).
+    # would rescan the growing heap again and again while it is made, is off; then it is frozen out of the
+    # collector's sight (the scheduler freezes it again for the trials and thaws it all when they end), so the
+    # first collections after start-up do not walk it either. The little cyclic garbage in it is freed after the run.
     gc.disable()
     try:
         composed: dict[tuple[str, ...], Any] = {}
