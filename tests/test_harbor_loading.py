@@ -97,3 +97,9 @@ def test_a_dangling_task_toml_link_is_no_task(tmp_path):
     (tmp_path / "gone").mkdir()
     (tmp_path / "gone" / "task.toml").symlink_to(tmp_path / "nowhere.toml")
     assert [t.id for t in load(tmp_path)] == ["t"]
+
+
+def test_a_dataset_path_that_is_a_file_has_no_tasks(tmp_path):
+    (tmp_path / "tasks.txt").write_text("not a dataset dir\n")
+    with pytest.raises(UserError, match="no Harbor tasks"):
+        load(tmp_path / "tasks.txt")

@@ -97,9 +97,13 @@ def compose_spec(compose: Path, task_id: str, environment: Environment, image: s
 
 def task_dirs(root: Path) -> list[str]:
     """The dataset's task dirs: its subdirectories (hidden ones too, as a glob of */task.toml finds them), by name;
-    whether each holds a task.toml is told by reading it (one open, not a stat and then an open)."""
-    with os.scandir(root) as entries:
-        return [os.path.join(root, name) for name in sorted(e.name for e in entries if e.is_dir())]
+    whether each holds a task.toml is told by reading it (one open, not a stat and then an open). None where the
+    root is no directory or cannot be listed, as the glob found none there."""
+    try:
+        with os.scandir(root) as entries:
+            return [os.path.join(root, name) for name in sorted(e.name for e in entries if e.is_dir())]
+    except (NotADirectoryError, PermissionError):
+        return []
 
 
 def environment_files(task_dir: str) -> dict[str, os.DirEntry[str]]:
