@@ -7,6 +7,7 @@ the execution core load when a command needs them, so `--help` and `list` stay f
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -240,6 +241,7 @@ def run_name_of(args: argparse.Namespace, default_format: str = "%Y%m%d-%H%M%S")
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    gc.disable()  # over the imports too; launch() turns the cycle collector back on when the trials start
     names, extra = selection(args, "run")
     args.run_name = run_name_of(args)
     invocation = build_invocation(args, names, extra)
@@ -325,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: open sandboxes closed; rerun with the same --run-name to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        gc.enable()  # cmd_run turned it off; an error before the run leaves it so
 
 
 def entry() -> NoReturn:

@@ -9,6 +9,7 @@ Hydra has visited them all.
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,13 +92,17 @@ class Job:
         return False
 
 
-def prepare_all(invocation: Invocation, multirun: bool) -> tuple[Any, dict[tuple[str, ...], PreparedRun], set[str], list[str]]:
+def prepare_all(invocation: Invocation, multirun: bool,
+                composed: dict[tuple[str, ...], Any] | None = None) -> tuple[Any, dict[tuple[str, ...], PreparedRun], set[str], list[str]]:
+    """Compose, validate and prepare every job; `composed`, when given, receives each job's composed config."""
     jobs, sweep_keys = expand(invocation.overrides, multirun, invocation.typed)
     hydra = make_hydra(invocation.roots())
     prepared: dict[tuple[str, ...], PreparedRun] = {}
     for job in jobs:
-        resolved = finalize(compose(hydra, job), invocation, sweep_suffix(job, sweep_keys))
-        prepared[tuple(job)] = prepare(resolved)
+        cfg = compose(hydra, job)
+        prepared[tuple(job)] = prepare(finalize(cfg, invocation, sweep_suffix(job, sweep_keys)))
+        if composed is not None:
+            composed[tuple(job)] = cfg
     dirs = [p.run_dir for p in prepared.values()]
     if len(set(dirs)) != len(dirs):
         raise UserError("two jobs of this sweep would share one results directory; sweep over distinct values")
@@ -105,7 +110,26 @@ def prepare_all(invocation: Invocation, multirun: bool) -> tuple[Any, dict[tuple
 
 
 def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
-    hydra, prepared, sweep_keys, jobs = prepare_all(invocation, multirun)
+    # Start-up makes what lives as long as the run (the config, thousands of tasks): the cycle collector, which
+    # would rescan the growing heap again and again while it is made, is off; then it is frozen out of the
+    # collector's sight (the scheduler freezes it again for the trials and thaws it all when they end), so the
+    # first collections after start-up do not walk it either. The little cyclic garbage in it is freed after the run.
+    gc.disable()
+    try:
+        composed: dict[tuple[str, ...], Any] = {}
+        hydra, prepared, sweep_keys, jobs = prepare_all(invocation, multirun, composed)
+    finally:
+        gc.enable()
+    gc.freeze()
+    try:
+        return run_all(invocation, multirun, argv, hydra, prepared, sweep_keys, jobs, composed)
+    finally:
+        gc.unfreeze()
+
+
+def run_all(invocation: Invocation, multirun: bool, argv: list[str], hydra: Any, prepared: dict[tuple[str, ...], PreparedRun],
+            sweep_keys: set[str], jobs: list[list[str]], composed: dict[tuple[str, ...], Any]) -> int:
+    """Every prepared job through Hydra's run (a sweep: its multirun); the exit code."""
     pool = pool_for(list(prepared.values()), argv) if multirun else None
     job = Job(invocation, sweep_keys, argv, prepared, multirun, pool)
     run_root = next(iter(prepared.values())).run_dir.parent
@@ -114,7 +138,7 @@ def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
             overrides = [*invocation.overrides, f"hydra.sweep.dir={hydra_value(str(run_root))}"]
             hydra.multirun(config_name="config", task_function=job, overrides=overrides)
         else:
-            hydra.run(config_name="config", task_function=job, overrides=jobs[0])
+            run_composed(hydra, composed[tuple(jobs[0])], job)
     except KeyboardInterrupt:
         job.interrupted = True
         if pool is not None:
@@ -132,6 +156,23 @@ def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
               file=sys.stderr)
         return 130
     return 1 if job.run_failures else 0
+
+
+def run_composed(hydra: Any, cfg: Any, task_function: Callable[[Any], None]) -> None:
+    """What Hydra.run does (hydra-core 1.3), with the config prepare_all composed: Hydra.run would compose it again."""
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.utils import configure_log, run_job
+    from hydra.types import HydraContext, RunMode
+
+    configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
+    if cfg.hydra.mode is None:
+        cfg.hydra.mode = RunMode.RUN
+    callbacks = Callbacks(cfg)
+    callbacks.on_run_start(config=cfg, config_name="config")
+    done = run_job(hydra_context=HydraContext(config_loader=hydra.config_loader, callbacks=callbacks),
+                   task_function=task_function, config=cfg, job_dir_key="hydra.run.dir", job_subdir_key=None)
+    callbacks.on_run_end(config=cfg, config_name="config", job_return=done)
+    _ = done.return_value  # raises what the task function raised, as Hydra.run does
 
 
 def pool_for(prepared: list[PreparedRun], argv: list[str]) -> Pool | None:

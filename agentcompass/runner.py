@@ -209,9 +209,12 @@ def opened(prepared: PreparedRun, argv: list[str], pacers: dict[Any, Pacer] | No
         attempts = getattr(prepared.harness, "attempts", None)  # e.g. predictions: only the instances the file has
         if attempts is not None:
             wanted = [(t, a) for t, a in wanted if attempts(t)]
-        pending = [(t, a) for t, a in wanted if should_run(finished.get((t.id, a)), resolved.run.retry_errors)]
-        pending_keys = {(t.id, a) for t, a in pending}
-        done = [finished[(t.id, a)] for t, a in wanted if (t.id, a) in finished and (t.id, a) not in pending_keys]
+        if finished:
+            pending = [(t, a) for t, a in wanted if should_run(finished.get((t.id, a)), resolved.run.retry_errors)]
+            pending_keys = {(t.id, a) for t, a in pending}
+            done = [finished[(t.id, a)] for t, a in wanted if (t.id, a) in finished and (t.id, a) not in pending_keys]
+        else:  # a new run (the common case, and thousands of trials long): everything is pending
+            pending, pending_keys, done = wanted, set(), []
         run_info = read_run_json(run_dir)
         if run_info:
             retried = sum(key in finished for key in pending_keys)

@@ -42,25 +42,27 @@ WARNED: set[str] = set()  # the unknown-field warnings this process printed
 SETUP_SCRIPT = ".setup.sh"  # in environment/workspace: what the Dockerfile RUNs, for hosts without a build
 
 
-def verifier_environment_mode(task_dir: Path, config: TaskConfig) -> str:
+def verifier_environment_mode(task_dir: Path | str, config: TaskConfig) -> str:
     """Harbor's rule: [verifier] environment_mode, "separate" implied by a [verifier.environment] table."""
     verifier = config.verifier
     mode = verifier.environment_mode or ("separate" if verifier.environment is not None else "shared")
     if mode == "shared" and verifier.environment is not None:
-        raise UserError(f"{task_dir / 'task.toml'}: [verifier.environment] needs environment_mode = \"separate\"")
+        raise UserError(f"{task_dir}/task.toml: [verifier.environment] needs environment_mode = \"separate\"")
     image = verifier.environment.docker_image if verifier.environment else None
-    if mode == "separate" and not image and not (task_dir / "tests" / "Dockerfile").is_file():
-        raise UserError(f"{task_dir / 'task.toml'}: a separate verifier needs [verifier.environment] docker_image "
+    if mode == "separate" and not image and not os.path.isfile(f"{task_dir}/tests/Dockerfile"):
+        raise UserError(f"{task_dir}/task.toml: a separate verifier needs [verifier.environment] docker_image "
                         f"or tests/Dockerfile (its image provides /tests/test.sh)")
     return mode
 
 
-def artifact_paths(task_dir: Path, artifacts: list[str | Artifact], compose: ComposeSpec | None) -> list[tuple[str, str]]:
+def artifact_paths(task_dir: Path | str, artifacts: list[str | Artifact], compose: ComposeSpec | None) -> list[tuple[str, str]]:
     """task.toml's top-level artifacts as (service, absolute path): paths, or tables with a `source` path
     and the compose `service` holding it (main, the agent's, by default)."""
+    if not artifacts:
+        return []
     found = [(a.service or MAIN, a.source) if isinstance(a, Artifact) else (MAIN, a) for a in artifacts]
     services = {MAIN, *(s.name for s in compose.services)} if compose else {MAIN}
-    where = task_dir / "task.toml"
+    where = f"{task_dir}/task.toml"
     for service, path in found:
         if not path.startswith("/") or ".." in path.split("/"):
             raise UserError(f"{where}: artifacts must be absolute paths without '..', got {path!r}")
@@ -74,14 +76,12 @@ def artifact_paths(task_dir: Path, artifacts: list[str | Artifact], compose: Com
     return found
 
 
-def compose_spec(task_dir: Path, environment: Environment, image: str | None, build_args: dict[str, str]) -> ComposeSpec | None:
+def compose_spec(compose: Path, task_id: str, environment: Environment, image: str | None,
+                 build_args: dict[str, str]) -> ComposeSpec:
     """environment/docker-compose.yaml over Harbor's base: `main` is the agent's container, of the task's own
     image (docker_image or environment/Dockerfile), kept alive as Harbor keeps it; the others are sidecars."""
-    compose = next((task_dir / "environment" / n for n in COMPOSE_FILES if (task_dir / "environment" / n).is_file()), None)
-    if compose is None:
-        return None
     variables = {  # what Harbor's own compose files define, for the task's file to use
-        "MAIN_IMAGE_NAME": image or f"hb__{task_dir.name.lower()}", "CONTEXT_DIR": str(compose.parent),
+        "MAIN_IMAGE_NAME": image or f"hb__{task_id.lower()}", "CONTEXT_DIR": str(compose.parent),
         "CPUS": str(environment.cpus or 1), "MEMORY": f"{environment.memory_mb or 2048}M",
         "ENV_VERIFIER_LOGS_PATH": VERIFIER_DIR, "ENV_AGENT_LOGS_PATH": "/logs/agent", "ENV_ARTIFACTS_PATH": ARTIFACTS_DIR,
     }
@@ -95,11 +95,52 @@ def compose_spec(task_dir: Path, environment: Environment, image: str | None, bu
     return ComposeSpec(client=main, services=list(services.values()), required=True)
 
 
-def read_config(task_dir: Path) -> TaskConfig:
-    path = task_dir / "task.toml"
+def task_dirs(root: Path) -> list[str]:
+    """The dataset's task dirs: its subdirectories (hidden ones too, as a glob of */task.toml finds them), by name;
+    whether each holds a task.toml is told by reading it (one open, not a stat and then an open). None where the
+    root is no directory or cannot be listed, as the glob found none there."""
     try:
-        return TaskConfig.model_validate(tomli.loads(path.read_text(encoding="utf-8")))
-    except (OSError, tomli.TOMLDecodeError) as exc:
+        with os.scandir(root) as entries:
+            return [os.path.join(root, name) for name in sorted(e.name for e in entries if e.is_dir())]
+    except (NotADirectoryError, PermissionError):
+        return []
+
+
+def environment_files(task_dir: str) -> dict[str, os.DirEntry[str]]:
+    """environment/'s entries by name: one listing tells which of Dockerfile, workspace and the compose files exist."""
+    try:
+        with os.scandir(f"{task_dir}/environment") as entries:
+            return {entry.name: entry for entry in entries}
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    except OSError as exc:
+        raise UserError(f"{task_dir}/environment: {exc}") from exc
+
+
+def read_config(task_dir: Path | str) -> TaskConfig:
+    config = read_config_if_present(task_dir)
+    if config is None:
+        raise UserError(f"{task_dir}/task.toml: no such file")
+    return config
+
+
+def read_config_if_present(task_dir: Path | str) -> TaskConfig | None:
+    """The task's task.toml, validated; None where the dir has none (it is no task)."""
+    path = f"{task_dir}/task.toml"
+    try:
+        data = read_if_present(path)
+        if data is None:
+            if os.path.exists(path):  # there, but no file (a dir): an error, as reading it is
+                raise IsADirectoryError("not a file")
+            return None
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: {exc}") from exc
+    if "\r" in text:  # as a text-mode read gives it: universal newlines
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    try:
+        return TaskConfig.model_validate(tomli.loads(text))
+    except tomli.TOMLDecodeError as exc:
         raise UserError(f"{path}: {exc}") from exc
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -107,7 +148,7 @@ def read_config(task_dir: Path) -> TaskConfig:
         raise UserError(f"{path}: {where}: {first['msg']}; see Harbor's task.toml schema") from None
 
 
-def warn_unknown(benchmark: str, configs: dict[Path, TaskConfig]) -> None:
+def warn_unknown(benchmark: str, configs: dict[str, TaskConfig]) -> None:
     """One line naming every task.toml key no Harbor schema 1.0-1.3 field matches: ignored, but not silently."""
     seen: dict[str, int] = {}
     for config in configs.values():
@@ -138,25 +179,32 @@ class HarborFormat:
 
     def load(self) -> list[Task]:
         root = self.dataset_dir()
-        if (root / "task.toml").is_file():
-            dirs = [root]
+        single = read_config_if_present(root)  # the root itself is one task
+        if single is not None:
+            configs = {str(root): single}
         else:
-            dirs = sorted(p.parent for p in root.glob("*/task.toml"))
-        if not dirs:
+            configs = {d: c for d in task_dirs(root) if (c := read_config_if_present(d)) is not None}
+        if not configs:
             raise UserError(f"benchmark '{self.recipe.name}': no Harbor tasks (dirs with task.toml) in {root}")
-        configs = {d: read_config(d) for d in dirs}
         warn_unknown(self.recipe.name, configs)
         return select_tasks([self.load_task(d, c) for d, c in configs.items()], self.recipe.params)
 
-    def load_task(self, task_dir: Path, config: TaskConfig | None = None) -> Task:
+    def load_task(self, task_dir: Path | str, config: TaskConfig | None = None) -> Task:
+        # Plain strings and one listing of environment/, not Path objects and a stat per file: a dataset
+        # may hold thousands of tasks, all loaded before the first trial starts. (str() of a Path ends in no '/'.)
+        task_dir = str(task_dir)
         config = config or read_config(task_dir)
         recipe = self.recipe
+        task_id = os.path.basename(task_dir)
         environment = config.environment
         # A recipe's image (e.g. its per-provider override: a mirror) wins over the task's own docker_image.
-        image = (recipe.image.format(task_id=task_dir.name) if recipe.image else None) or environment.docker_image
-        dockerfile = task_dir / "environment" / "Dockerfile"
-        seed = task_dir / "environment" / "workspace"
-        instruction = (read_if_present(task_dir / "instruction.md") or b"").decode()
+        image = (recipe.image.format(task_id=task_id) if recipe.image else None) or environment.docker_image
+        env_dir = f"{task_dir}/environment"
+        files = environment_files(task_dir)
+        has_dockerfile = "Dockerfile" in files and files["Dockerfile"].is_file()
+        seed = files["workspace"] if "workspace" in files and files["workspace"].is_dir() else None
+        compose_file = next((files[n].path for n in COMPOSE_FILES if n in files and files[n].is_file()), None)
+        instruction = (read_if_present(f"{task_dir}/instruction.md") or b"").decode()
         baseline = environment.baseline_network()
         if recipe.allow_internet is not None:
             baseline = "public" if recipe.allow_internet else "no-network"
@@ -167,23 +215,26 @@ class HarborFormat:
         declared = any(p.network_mode for p in (environment, config.agent, config.verifier))
         users = {f"[{name}] user": str(user) for name, user in (("agent", config.agent.user), ("verifier", config.verifier.user))
                  if user is not None}
-        steps = [self.step_data(task_dir, config, step) for step in config.steps]
-        compose = compose_spec(task_dir, environment, image, dict(recipe.build_args))
+        steps = [self.step_data(Path(task_dir), config, step) for step in config.steps]
+        build_args = dict(recipe.build_args)
+        compose = compose_spec(Path(compose_file), task_id, environment, image, build_args) if compose_file else None
         if environment.os != "linux":  # every provider here runs Linux sandboxes
-            raise UserError(f"task '{task_dir.name}' needs [environment] os = \"{environment.os}\", which no provider "
+            raise UserError(f"task '{task_id}' needs [environment] os = \"{environment.os}\", which no provider "
                             f"here can honour (they run Linux sandboxes); leave the task out")
-        if steps and verifier_environment_mode(task_dir, config) == "separate":
-            raise UserError(f"{task_dir / 'task.toml'}: multi-step tasks with a separate verifier are not supported yet; "
+        rendered = render_instruction(recipe, instruction=instruction, task_id=task_id)
+        mode = verifier_environment_mode(task_dir, config)
+        if steps and mode == "separate":
+            raise UserError(f"{task_dir}/task.toml: multi-step tasks with a separate verifier are not supported yet; "
                             f"use environment_mode = \"shared\" or leave the task out")
         return Task(
-            id=task_dir.name,
-            instruction=render_instruction(recipe, instruction=instruction, task_id=task_dir.name),
+            id=task_id,
+            instruction=rendered,
             workdir=recipe.workdir or environment.workdir or "/app",
             image=image,
-            build_context=dockerfile.parent if dockerfile.is_file() and not image else None,
-            build_args=dict(recipe.build_args),
+            build_context=Path(env_dir) if has_dockerfile and not image else None,
+            build_args=build_args,
             runs_on_host=recipe.runs_on_host,
-            seed_dir=seed if seed.is_dir() else None,
+            seed_dir=Path(seed.path) if seed is not None else None,
             env={**(compose.client.env if compose else {}), **recipe.env, **strings(environment.env)},
             cpus=recipe.resources.cpus or environment.cpus,
             memory_mb=recipe.resources.memory_mb or environment.memory_mb,
@@ -201,18 +252,20 @@ class HarborFormat:
             agent_tools={k: v for k, v in (("mcp_servers", [m.model_dump() for m in environment.mcp_servers]),
                                            ("skills_dir", environment.skills_dir)) if v},
             data={
-                "dir": str(task_dir),
-                "tests": [str(task_dir / "tests")],
-                "solution": str(task_dir / "solution"),
+                "dir": task_dir,
+                "tests": [f"{task_dir}/tests"],
+                "solution": f"{task_dir}/solution",
                 "verifier_env": strings(config.verifier.env),
                 "solution_env": strings(config.solution.env),
                 "verifier_user": str(config.verifier.user) if config.verifier.user is not None else None,
                 "networks": phases if declared else {},
                 "allowed_hosts": hosts,
                 "healthcheck": environment.healthcheck.model_dump() if environment.healthcheck else None,
-                "environment_mode": verifier_environment_mode(task_dir, config),
-                # a separate verifier without its own table copies [environment]; its image comes from tests/
-                "verifier_environment": (config.verifier.environment or environment.model_copy(update={"docker_image": None})).model_dump(),
+                "environment_mode": mode,
+                # what a separate verifier runs in (grading_spec); without its own table it copies [environment],
+                # its image coming from tests/
+                "verifier_environment": (config.verifier.environment or environment.model_copy(update={"docker_image": None})).model_dump()
+                if mode == "separate" else None,
                 "artifacts": artifact_paths(task_dir, config.artifacts, compose),
                 "steps": steps,
                 "multi_step_reward_strategy": config.multi_step_reward_strategy,

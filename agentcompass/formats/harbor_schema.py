@@ -7,7 +7,8 @@ read and normalised. Keys these models do not know are kept (Harbor ignores them
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from functools import cache
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -166,9 +167,15 @@ class TaskConfig(Open):
 
 
 def unknown_fields(model: BaseModel, prefix: str = "") -> list[str]:
-    """Dotted paths of every key no model knows, in the order found ([metadata] is free-form)."""
+    """Dotted paths of every key no model knows, in the order found ([metadata] is free-form).
+
+    Only the fields that can hold a model and that the task.toml set are walked: a default (an empty
+    [agent], say) holds no key of its own."""
     found = [f"{prefix}{key}" for key in (model.model_extra or {})]
-    for name in type(model).model_fields:
+    given = model.model_fields_set
+    for name in nested_fields(type(model)):
+        if name not in given:
+            continue
         value = getattr(model, name)
         items = value if isinstance(value, list) else [value]
         for index, item in enumerate(items):
@@ -176,3 +183,14 @@ def unknown_fields(model: BaseModel, prefix: str = "") -> list[str]:
                 where = f"{prefix}{name}[{index}]." if isinstance(value, list) else f"{prefix}{name}."
                 found += unknown_fields(item, where)
     return found
+
+
+@cache
+def nested_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of `model` whose type holds a model somewhere (Environment, list[Step], Healthcheck | None)."""
+    def holds_model(annotation: Any) -> bool:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return True
+        return any(holds_model(arg) for arg in get_args(annotation))
+
+    return tuple(name for name, info in model.model_fields.items() if holds_model(info.annotation))

@@ -19,8 +19,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from agentcompass.errors import UserError
@@ -97,6 +95,9 @@ def offline_unless_hub_answers() -> bool:
     no answer at all. Any HTTP answer, an error status included, means the hub is reachable."""
     if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
         return True
+    import urllib.error  # here: http.client and the rest cost every run start-up ~15 ms, and only hub datasets probe
+    import urllib.request
+
     try:
         urllib.request.urlopen(urllib.request.Request(hub_endpoint(), method="HEAD"), timeout=HUB_PROBE_TIMEOUT_S)
     except urllib.error.HTTPError:
