@@ -4,7 +4,7 @@ Generates N trivial Harbor-format tasks and runs them with the oracle on `sim_pr
 (benchmarks/sim_provider.py, loaded by its dotted path): a sandbox open costs 0.2 s and each
 command 0.05 s, nothing else costs anything, so the rest is the orchestrator's own time.
 
-    python benchmarks/scale.py [--runs 10000:1000 2000:500] [--open-s 0.2] [--command-s 0.05]
+    python benchmarks/scale.py [--runs 10000:1000 2000:500] [--processes auto 1] [--open-s 0.2] [--command-s 0.05]
 
 Per size it prints the command's wall time against the ideal (rounds of `concurrency` trials,
 each taking the simulated open + commands), trials/s, its CPU time (user + system: on a shared
@@ -57,6 +57,8 @@ def percentile(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", nargs="+", default=["10000:1000", "2000:500"], help="TRIALS:CONCURRENCY ...")
+    parser.add_argument("--processes", nargs="+", default=["auto"],
+                        help="run.processes per size, each its own row: auto (the default) or a number")
     parser.add_argument("--open-s", type=float, default=0.2)
     parser.add_argument("--command-s", type=float, default=0.05)
     args = parser.parse_args()
@@ -73,16 +75,17 @@ def main() -> None:
             f"name: sim\nimpl: sim_provider:SimProvider\nopen_s: {args.open_s}\ncommand_s: {args.command_s}\n")
         print(f"Harbor tasks, oracle, simulated provider (open {args.open_s} s, command {args.command_s} s), "
               f"{time.strftime('%Y-%m-%d')}\n")
-        print("| trials | concurrency | wall s | ideal s | wall/ideal | trials/s | CPU s | peak RSS MiB "
+        print("| trials | concurrency | processes | wall s | ideal s | wall/ideal | trials/s | CPU s | peak RSS MiB "
               "| overhead p50 ms | p90 ms | start-up s | trials span s |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for trials, concurrency in sizes:
-            run_name = f"n{trials}-c{concurrency}"
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for (trials, concurrency), processes in ((size, p) for size in sizes for p in args.processes):
+            run_name = f"n{trials}-c{concurrency}-p{processes}"
             launched = time.time()
             wall, cpu, rss = timed([
                 sys.executable, "-m", "agentcompass", "run", f"scale{trials}", "oracle", "none", "--env", "sim",
                 "--config-dir", str(work / "conf"), "--task-concurrency", str(concurrency),
                 "--results-dir", str(work / "results"), "--run-name", run_name,
+                *([] if processes == "auto" else [f"run.processes={processes}"]),
             ], env)
             run_dir = work / "results" / run_name / f"scale{trials}__oracle__none__sim"
             rows = [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
@@ -93,7 +96,7 @@ def main() -> None:
             first = min(datetime.fromisoformat(r["started_at"]).timestamp() for r in rows)
             last = max(datetime.fromisoformat(r["finished_at"]).timestamp() for r in rows)
             overheads = [(r["timings"]["total"] - r["timings"]["open"] - r["timings"]["commands"]) * 1000 for r in rows]
-            print(f"| {trials} | {concurrency} | {wall:.1f} | {ideal:.1f} | {wall / ideal:.2f} | {trials / wall:.0f} "
+            print(f"| {trials} | {concurrency} | {processes} | {wall:.1f} | {ideal:.1f} | {wall / ideal:.2f} | {trials / wall:.0f} "
                   f"| {cpu:.1f} | {rss / 1024:.0f} | {percentile(overheads, 0.5):.1f} | {percentile(overheads, 0.9):.1f} "
                   f"| {first - launched:.1f} | {last - first:.1f} |",
                   flush=True)
