@@ -64,14 +64,23 @@ def why_not(lanes: list["Lane"]) -> str | None:
         return "this platform cannot fork"
     for lane in lanes:
         runner = lane.runner
-        if not getattr(runner.provider, "fork_safe", False):
-            return f"the {runner.provider.name} provider keeps connections or threads a fork would break"
-        if runner.gateway is not None:
-            return "the model gateway's per-trial tokens live in one process"
-        if runner.pacer.limit is not None or runner.pacer.qps is not None:
-            return "the provider limit and creation rate (run.provider_limit, run.env_open_qps) are counted in one process"
-        if runner.keep_environment:
-            return "kept sandboxes are reported by the process that ran them"
+        reason = stays_in_one_process(runner.provider, runner.gateway is not None,
+                                      runner.pacer.limit is not None or runner.pacer.qps is not None,
+                                      runner.keep_environment)
+        if reason:
+            return reason
+    return None
+
+
+def stays_in_one_process(provider: Any, uses_gateway: bool, paced: bool, keep_environment: bool) -> str | None:
+    if not getattr(provider, "fork_safe", False):
+        return f"the {provider.name} provider keeps connections or threads a fork would break"
+    if uses_gateway:
+        return "the model gateway's per-trial tokens live in one process"
+    if paced:
+        return "the provider limit and creation rate (run.provider_limit, run.env_open_qps) are counted in one process"
+    if keep_environment:
+        return "kept sandboxes are reported by the process that ran them"
     return None
 
 
@@ -80,16 +89,10 @@ def check_processes(resolved: Any, provider: Any, harness_cls: type) -> None:
     setting = resolved.run.processes
     if setting is None or setting <= 1:
         return
-    reason = None
-    if not getattr(provider, "fork_safe", False):
-        reason = f"the {provider.name} provider keeps connections or threads a fork would break"
-    elif getattr(harness_cls, "uses_gateway", False):
-        reason = "the model gateway's per-trial tokens live in one process"
-    elif any((resolved.run.provider_limit, resolved.run.env_open_qps, getattr(provider, "default_provider_limit", None),
-              getattr(provider, "default_open_qps", None))):
-        reason = "the provider limit and creation rate are counted in one process"
-    elif resolved.run.keep_environment:
-        reason = "kept sandboxes are reported by the process that ran them"
+    paced = any((resolved.run.provider_limit, resolved.run.env_open_qps,
+                 getattr(provider, "default_provider_limit", None), getattr(provider, "default_open_qps", None)))
+    reason = stays_in_one_process(provider, getattr(harness_cls, "uses_gateway", False), paced,
+                                  resolved.run.keep_environment)
     if reason:
         raise UserError(f"run.processes={setting} cannot be honoured here ({reason}); "
                         "leave run.processes unset (one process) or use --env local")
