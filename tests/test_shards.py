@@ -203,3 +203,12 @@ def test_a_pooled_sweep_in_worker_processes_records_each_job_in_its_own_run(cli,
         assert len(rows) == 6 * k and len({(r["task_id"], r["attempt"]) for r in rows}) == 6 * k
         assert all(r["status"] == "passed" for r in rows)
         assert json.loads((run_dir / "summary.json").read_text())["trials"] == 6 * k
+
+
+def test_a_run_turns_transparent_huge_pages_off_for_itself_and_its_workers():
+    probe = ("import os; from agentcompass.cli import no_huge_pages; no_huge_pages(); pid = os.fork()\n"
+             "if pid == 0:\n"
+             "    print([l for l in open('/proc/self/status') if l.startswith('THP_enabled')][0].split()[1]); os._exit(0)\n"
+             "os.waitpid(pid, 0)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "0"  # the forked worker inherits it
