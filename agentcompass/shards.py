@@ -185,9 +185,6 @@ class WorkerProgress:
                  label: str = "") -> None:
         self.channel.send("retrying", -1, (task_id, attempt, retry, max_retries, delay, reason, label))
 
-    def waiting(self, count: int) -> None:
-        pass
-
 
 @dataclass
 class Worker:
@@ -247,7 +244,7 @@ def widen(fd: int) -> None:
 
 
 def feed(fd: int, count: int) -> None:
-    """Every work index into the shared pipe, then its end: the workers' reads return short once it is drained."""
+    """Every work index into the shared pipe, then its end: the workers' reads return nothing once it is drained."""
     per_write = select.PIPE_BUF // INDEX  # a write this small is atomic: readers never see part of an index
     try:
         for start in range(0, count, per_write):
