@@ -40,6 +40,11 @@ FDS_PER_TRIAL = 4  # about what a trial holds open at once (pipes, sockets, file
 # hundreds of trials waking together that is most of the run's CPU (futex calls). Trials give
 # the GIL up at every sandbox call anyway, so a longer interval costs them nothing.
 SWITCH_INTERVAL_S = 0.05
+# A process's trial threads take their first trial this far apart, not all at once. Started together,
+# hundreds of trials open their sandboxes together, come back together and queue for the GIL (and
+# for a provider's API) after every call, for the whole run: identical steps keep them in step.
+# About one trial's own orchestration time apart, the first round spreads out and stays spread.
+START_SPACING_S = 0.001
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
@@ -159,12 +164,14 @@ class Scheduler:
         return 0
 
     def _start_workers(self, queue: deque[tuple[Lane, Task, int]], count: int) -> None:
-        """Start the workers, which wait for the last to start before taking work: each start waits for
-        its thread to run, which behind hundreds of busy trials would take the GIL's queue every time."""
+        """Start the workers, which wait for the last to start before taking work (each start waits for
+        its thread to run, which behind hundreds of busy trials would take the GIL's queue every time),
+        then take their first trial START_SPACING_S apart."""
         go = threading.Event()
         try:
             for i in range(count):
-                thread = threading.Thread(target=self._work, args=(queue, go), name=f"trial-{i}", daemon=True)
+                thread = threading.Thread(target=self._work, args=(queue, go, i * START_SPACING_S), name=f"trial-{i}",
+                                          daemon=True)
                 with self._lock:
                     self._running += 1
                 try:
@@ -207,9 +214,11 @@ class Scheduler:
             log.warning("interrupted: stopped scheduling and closed open sandboxes",
                         closed=closed[0] if closed else "unknown (cut short)", workers_left=self._running)
 
-    def _work(self, queue: deque[tuple[Lane, Task, int]], go: threading.Event) -> None:
+    def _work(self, queue: deque[tuple[Lane, Task, int]], go: threading.Event, delay: float) -> None:
         try:
             go.wait()
+            if delay:
+                self.stopping.wait(delay)  # its place in the first round (START_SPACING_S); an interrupt ends it
             while not self.stopping.is_set():
                 try:
                     lane, task, attempt = queue.popleft()

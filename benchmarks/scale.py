@@ -11,6 +11,8 @@ each taking the simulated open + commands), trials/s, its CPU time (user + syste
 machine it varies far less than the wall), the peak RSS of the `agentcompass run` process, the
 per-trial overhead (a trial's time minus its open and its commands, as recorded in trials.jsonl), the start-up (launch to the first trial: interpreter, composition, loading
 the tasks) and the span from the first trial's start to the last one's end. Targets: wall <= 2x ideal, peak RSS <= 300 MiB, overhead p50 <= 5 ms.
+Everything is written under the temp dir (TMPDIR); the header says what a mkdir and a file create cost
+there, as each trial makes a few of both.
 """
 
 from __future__ import annotations
@@ -49,6 +51,22 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     return float(wall), float(cpu), int(rss)
 
 
+def create_cost_us(folder: Path, count: int = 2000) -> tuple[float, float]:
+    """Microseconds to create a directory, then a file in it, on `folder`'s filesystem: a trial creates
+    a few of each, and on some filesystems (ext4 without a journal, soon after many files were deleted)
+    each costs a hundred times what it does on tmpfs. The figures below are only comparable with this."""
+    probe = folder / "create-probe"
+    probe.mkdir()
+    start = time.perf_counter()
+    for i in range(count):
+        os.mkdir(probe / str(i))
+    made = time.perf_counter()
+    for i in range(count):
+        os.close(os.open(probe / str(i) / "f", os.O_WRONLY | os.O_CREAT, 0o644))
+    done = time.perf_counter()
+    return (made - start) / count * 1e6, (done - made) / count * 1e6
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[int(q * (len(ordered) - 1))]
@@ -73,8 +91,9 @@ def main() -> None:
         (work / "conf" / "providers").mkdir(parents=True)
         (work / "conf" / "providers" / "sim.yaml").write_text(
             f"name: sim\nimpl: sim_provider:SimProvider\nopen_s: {args.open_s}\ncommand_s: {args.command_s}\n")
+        mkdir_us, create_us = create_cost_us(work)
         print(f"Harbor tasks, oracle, simulated provider (open {args.open_s} s, command {args.command_s} s), "
-              f"{time.strftime('%Y-%m-%d')}\n")
+              f"{time.strftime('%Y-%m-%d')}; results on {work}: mkdir {mkdir_us:.0f} µs, file create {create_us:.0f} µs\n")
         print("| trials | concurrency | processes | wall s | ideal s | wall/ideal | trials/s | CPU s | peak RSS MiB "
               "| overhead p50 ms | p90 ms | start-up s | trials span s |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")

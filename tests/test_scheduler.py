@@ -282,3 +282,61 @@ def test_a_failed_append_raises_and_leaves_no_torn_line(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "write", real_write)
     appender.append(b'{"n": 3}\n')
     assert path.read_text() == '{"n": 1}\n{"n": 3}\n'
+
+
+class SleepingRunner:
+    """A trial that only waits, noting when it started: what spreads its starts is the scheduler alone."""
+
+    gateway, keep_environment = None, False
+    provider = type("Provider", (), {"name": "waits", "fork_safe": False})()
+
+    def __init__(self) -> None:
+        from agentcompass.pacing import Pacer
+        from agentcompass.trial import OpenSandboxes
+        self.pacer, self.sandboxes, self.starts = Pacer(), OpenSandboxes(), []
+
+    def run(self, task, attempt, trial_dir):
+        from agentcompass.results import TrialResult, now_iso
+        self.starts.append(time.monotonic())
+        time.sleep(0.3)
+        return TrialResult(task_id=task.id, attempt=attempt, status="passed", started_at=now_iso(), finished_at=now_iso())
+
+
+def test_first_trials_start_spaced_apart_then_keep_their_pace(tmp_path):
+    from agentcompass.progress import Progress
+    from agentcompass.results import ResultsStore
+    from agentcompass.scheduler import START_SPACING_S, Lane, Scheduler
+    from agentcompass.task import Task
+
+    threads = 60
+    runner = SleepingRunner()
+    store = ResultsStore(tmp_path / "run")
+    lane = Lane(runner, store, RetryPolicy(0, 0), [(Task(id=f"t{i:03d}", instruction=""), 1) for i in range(2 * threads)])
+    Scheduler([lane], threads, Progress(2 * threads), processes=1).run()
+    starts = sorted(runner.starts)
+    assert len(starts) == 2 * threads and len(store.recorded()) == 2 * threads
+    first, second = starts[:threads], starts[threads:]
+    assert START_SPACING_S >= 0.0005  # a millisecond or so per thread: 60 threads start over about 60 ms
+    # Each thread's first start waits its turn: spread over about (threads - 1) spacings, not bunched.
+    assert first[-1] - first[0] >= 0.04
+    assert first[-1] - first[0] < 0.3  # and all of the first round starts before any trial could end
+    # The second round starts as the first ends, trial by trial: as spread as the first.
+    assert second[-1] - second[0] >= 0.04
+
+
+def test_an_interrupt_during_the_first_round_spacing_starts_nothing_more(tmp_path):
+    from agentcompass.progress import Progress
+    from agentcompass.results import ResultsStore
+    from agentcompass.scheduler import Interrupted, Lane, Scheduler
+    from agentcompass.task import Task
+
+    runner = SleepingRunner()
+    lane = Lane(runner, ResultsStore(tmp_path / "run"), RetryPolicy(0, 0),
+                [(Task(id=f"t{i:04d}", instruction=""), 1) for i in range(1500)])
+    scheduler = Scheduler([lane], 1500, Progress(1500), processes=1)  # the last thread's turn: 1.5 s in
+    threading.Timer(0.6, lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)).start()
+    t0 = time.monotonic()
+    with pytest.raises(Interrupted):
+        scheduler.run()
+    assert time.monotonic() - t0 < 1.4  # the threads still waiting for their turn stopped waiting
+    assert len(runner.starts) < 1000  # and the ones whose turn had not come never started

@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -212,3 +213,34 @@ def test_a_run_turns_transparent_huge_pages_off_for_itself_and_its_workers():
              "os.waitpid(pid, 0)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "0"  # the forked worker inherits it
+
+
+def test_results_that_trickle_in_are_recorded_in_a_few_batches(tmp_path):
+    """A worker sending 40 results 1 ms apart: the parent records them in a handful of commits (one fsync
+    each), not forty, and every one of them once."""
+    from agentcompass.results import ResultsStore, TrialResult
+    from agentcompass.shards import Worker, collect
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker's side: one result frame per millisecond
+        os.close(read_end)
+        for i in range(40):
+            line = TrialResult(task_id=f"t{i:03d}", attempt=1, status="passed", started_at="", finished_at="").model_dump_json().encode() + b"\n"
+            os.write(write_end, encode("result", 0, line))
+            time.sleep(0.001)
+        os._exit(0)
+    os.close(write_end)
+    (tmp_path / "run").mkdir()
+    store = ResultsStore(tmp_path / "run")
+    batches: list[int] = []
+    commit = store.commit
+    store.commit = lambda entries: (batches.append(len(entries)), commit(entries))  # type: ignore[method-assign]
+    finished: list[str] = []
+    lane = type("Lane", (), {"store": store, "fatal": None, "label": "", "failures": [], "pending": []})()
+    progress = type("Progress", (), {"finished": lambda self, result, label: finished.append(result.task_id)})()
+    scheduler = type("Scheduler", (), {"lanes": [lane], "stopping": threading.Event(), "progress": progress})()
+    collect(scheduler, [Worker(pid, read_end, os.open(os.devnull, os.O_WRONLY))])
+    assert sorted(finished) == [f"t{i:03d}" for i in range(40)]
+    assert sum(batches) == 40 and len(batches) <= 10, batches
+    assert len(store.recorded()) == 40
