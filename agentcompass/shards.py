@@ -7,7 +7,8 @@ forks worker processes once everything is loaded. Each runs its share of the tri
 pulls (run, task, attempt) indices off one shared pipe, so no process idles while another has a
 backlog. Every finished trial goes back to this process over the worker's own pipe: this process
 alone appends to trials.jsonl (group-committed, so a SIGKILL still loses no recorded trial), writes
-each result.json, keeps the summary and prints progress. A worker dies with this process
+each result.json, keeps the summary and prints progress. A worker keeps to one core
+(agentcompass.cores). A worker dies with this process
 (PR_SET_PDEATHSIG) and leaves Ctrl-C to it: the first interrupt here is forwarded once (close its
 sandboxes, wind down), a second cuts that short, as in one process."""
 
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from agentcompass.cores import pin_worker
 from agentcompass.durable import write_all
 from agentcompass.errors import FatalInfraError, UserError
 from agentcompass.results import TrialResult
@@ -219,6 +221,7 @@ def run_in_processes(scheduler: "Scheduler", items: list[tuple["Lane", "Task", i
             for fd in (work_write, results_read, control_write, *(w.results for w in workers),
                        *(w.control for w in workers)):
                 os.close(fd)
+            pin_worker(number)
             worker_main(scheduler, items, share, parent, work_read, results_write, control_read)
         os.close(results_write)
         os.close(control_read)

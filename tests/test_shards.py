@@ -36,6 +36,9 @@ class PidHarness(OracleHarness):
 
     def run(self, task, sandbox, model, trial, task_format):
         (self.state / f"{task.id}.{trial.attempt}").write_text(str(os.getpid()))
+        cores = self.state.parent / "cores"
+        cores.mkdir(exist_ok=True)
+        (cores / f"{task.id}.{trial.attempt}").write_text(",".join(map(str, sorted(os.sched_getaffinity(0)))))
         if task.id == self.fatal:
             raise FatalInfraError("the account's credentials were rejected (test)")
         time.sleep(self.sleep)
@@ -244,3 +247,32 @@ def test_results_that_trickle_in_are_recorded_in_a_few_batches(tmp_path):
     assert sorted(finished) == [f"t{i:03d}" for i in range(40)]
     assert sum(batches) == 40 and len(batches) <= 10, batches
     assert len(store.recorded()) == 40
+
+
+def cpu_list(text: str) -> set[int]:
+    """/proc's Cpus_allowed_list ("0-3,6") as a set."""
+    cores: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cores.update(range(int(low), int(high or low) + 1))
+    return cores
+
+
+def test_each_worker_keeps_to_one_core_and_the_commands_it_starts_get_every_core(tmp_path):
+    argv, env, run_dir = setup(tmp_path, 8, solve_extra="grep Cpus_allowed_list /proc/$$/status")  # into agent.log
+    proc = subprocess.run([*argv, "--task-concurrency", "4", "run.processes=2"], env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    every = os.sched_getaffinity(0)
+    worker_cores: dict[int, set[str]] = {}
+    for name, pid in pids(tmp_path).items():
+        worker_cores.setdefault(pid, set()).add((tmp_path / "cores" / name).read_text())
+    assert len(worker_cores) == 2
+    for cores in worker_cores.values():
+        assert len(cores) == 1 and len(next(iter(cores)).split(",")) == 1  # one core, for all of a worker's trials
+    if len(every) > 1:
+        assert len({next(iter(cores)) for cores in worker_cores.values()}) == 2  # and not the same one
+    logs = list(run_dir.glob("tasks/*/attempt-*/agent.log"))
+    assert len(logs) == 8
+    for log in logs:
+        assert cpu_list(log.read_text().split()[1]) == every  # the task's command may use every core

@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentcompass.cores import EveryCore
 from agentcompass.providers.remote import EXEC_MARK
 
 READ_CHUNK = 1 << 16
@@ -116,10 +117,11 @@ class Command:
     def __init__(self, argv: list[str], *, cwd: Path | None, env: dict[str, str], mark: str | None) -> None:
         self.mark = mark
         self.killed_by_us = False
-        self.proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        )
+        with EveryCore():  # a worker process keeps to one core; a task's commands get all of them
+            self.proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            )
 
     def kill(self) -> None:
         """The process group, then every marked process however it detached."""
