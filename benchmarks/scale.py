@@ -54,7 +54,7 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
 def create_cost_us(folder: Path, count: int = 2000) -> tuple[float, float]:
     """Microseconds to create a directory, then a file in it, on `folder`'s filesystem: a trial creates
     a few of each, and on some filesystems (ext4 without a journal, soon after many files were deleted)
-    each costs a hundred times what it does on tmpfs. The figures below are only comparable with this."""
+    each costs many times what it does on tmpfs. The figures below are only comparable with this."""
     probe = folder / "create-probe"
     probe.mkdir()
     start = time.perf_counter()

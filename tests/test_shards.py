@@ -226,13 +226,15 @@ def test_results_that_trickle_in_are_recorded_in_a_few_batches(tmp_path):
 
     read_end, write_end = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the worker's side: one result frame per millisecond
-        os.close(read_end)
-        for i in range(40):
-            line = TrialResult(task_id=f"t{i:03d}", attempt=1, status="passed", started_at="", finished_at="").model_dump_json().encode() + b"\n"
-            os.write(write_end, encode("result", 0, line))
-            time.sleep(0.001)
-        os._exit(0)
+    if pid == 0:  # the worker's side: one result frame per millisecond; never returns into pytest
+        try:
+            os.close(read_end)
+            for i in range(40):
+                result = TrialResult(task_id=f"t{i:03d}", attempt=1, status="passed", started_at="", finished_at="")
+                os.write(write_end, encode("result", 0, result.model_dump_json().encode() + b"\n"))
+                time.sleep(0.001)
+        finally:
+            os._exit(0)
     os.close(write_end)
     (tmp_path / "run").mkdir()
     store = ResultsStore(tmp_path / "run")
