@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, Field, ValidationError
 
-from agentcompass.durable import DurableAppender, fsync_dir, write_all
+from agentcompass.durable import DurableAppender, fsync_dir, write_file
 from agentcompass.task import Usage
 
 log = structlog.get_logger("agentcompass")
@@ -79,19 +79,8 @@ def write_atomic(path: Path | str, text: str, fsync: bool = False) -> None:
     Plain os calls on strings, four in all: trials write several files each, thousands at a time."""
     parent, name = os.path.split(os.fspath(path))
     tmp = os.path.join(parent, f".{name}.{_PID}.{next(_SERIAL)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     try:
-        fd = os.open(tmp, flags, 0o644)
-    except FileNotFoundError:
-        os.makedirs(parent, exist_ok=True)
-        fd = os.open(tmp, flags, 0o644)
-    try:
-        try:
-            write_all(fd, text.encode("utf-8"))
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_file(tmp, text.encode("utf-8"), make_dir=True, fsync=fsync)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -277,11 +266,7 @@ class ResultsStore:
     def write_result_json(self, task_id: str, attempt: int, line: bytes) -> None:
         path = os.path.join(self._tasks, task_id, f"attempt-{attempt}", "result.json")
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-            try:
-                write_all(fd, line)
-            finally:
-                os.close(fd)
+            write_file(path, line)
         except FileNotFoundError:
             pass  # the trial failed before it got its dir
         except OSError as exc:  # the trial is recorded all the same: say so, don't fail the run

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
-from agentcompass.durable import write_all
+from agentcompass.durable import write_file
 from agentcompass.errors import InfraError, TrialError
 from agentcompass.pacing import Pacer
 from agentcompass.results import TrialResult, now_iso, write_atomic
@@ -56,25 +56,11 @@ class TrialContext:
         (the dearest file call there is) times thousands. Written in place, not via a temp file: a log
         cut short by a crash is harmless, as the attempt then runs again in a fresh dir."""
         if text:
-            write_plain(os.path.join(self.dir, name), text)
+            write_file(os.path.join(self.dir, name), text.encode("utf-8"), make_dir=True)  # a step's own dir
 
     def append(self, name: str, text: str) -> None:
         with open(os.path.join(self.dir, name), "a", encoding="utf-8") as handle:
             handle.write(text)
-
-
-def write_plain(path: str, text: str) -> None:
-    """Create or replace a file with `text`; its dir is made when missing (a step's own dir)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o644)
-    except FileNotFoundError:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, flags, 0o644)
-    try:
-        write_all(fd, text.encode("utf-8"))
-    finally:
-        os.close(fd)
 
 
 class OpenSandboxes:

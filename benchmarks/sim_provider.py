@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentcompass.durable import write_file
 from agentcompass.sandbox import ExecResult, SandboxSpec
 
 
@@ -34,9 +35,7 @@ class SimSandbox:
         if remote != "/logs/verifier":
             raise FileNotFoundError(remote)
         local.mkdir(parents=True, exist_ok=True)
-        fd = os.open(local / "reward.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.write(fd, b"1\n")
-        os.close(fd)
+        write_file(os.path.join(local, "reward.txt"), b"1\n")
 
     def close(self) -> None:
         pass
