@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -130,6 +131,16 @@ def check_gateway(resolved: "ResolvedConfig", tasks: list["Task"], provider: Any
         if not docker_host().startswith("unix://"):
             raise UserError(f"the Docker engine at {docker_host()} runs on another machine, whose containers cannot "
                             f"reach the model gateway here; {fix}")
+
+
+def network_gateway(endpoint: dict[str, Any], network: Callable[[], dict[str, Any]]) -> str | None:
+    """This host's IPv4 address on a container's network: the container's own endpoint says it (`Gateway`),
+    on every engine; the network's IPAM lists it only where it was given (Debian's docker.io 20.10 lists
+    none on the default bridge, nor on a network made with `--subnet` alone), so it is the fallback."""
+    if "." in (endpoint.get("Gateway") or ""):
+        return str(endpoint["Gateway"])
+    config = network().get("IPAM", {}).get("Config") or []
+    return next((str(c["Gateway"]) for c in config if "." in (c.get("Gateway") or "")), None)
 
 
 def local_offline_refusal(task_id: str) -> str:
@@ -284,15 +295,15 @@ class Gateway:
                 if "none" in attached:
                     api.disconnect_container_from_network(sandbox.id, "none")
                 api.connect_container_to_network(sandbox.id, networks[0])
-            config = api.inspect_network(networks[0])["IPAM"]["Config"] or [{}]
+                attached = api.inspect_container(sandbox.id)["NetworkSettings"].get("Networks") or {}
+            gateway_ip = network_gateway(attached.get(networks[0]) or {}, lambda: api.inspect_network(networks[0]))
         except docker.errors.APIError as exc:
             raise InfraError(f"cannot give container {sandbox.spec.name} a network to the model gateway: "
                              f"{exc.explanation or exc}") from exc
-        gateway_ip = next((c["Gateway"] for c in config if "." in (c.get("Gateway") or "")), None)
         if gateway_ip is None:
             raise InfraError(f"network {networks[0]} of container {sandbox.spec.name} has no IPv4 gateway address "
-                             "to reach the model gateway at")
-        return str(gateway_ip)
+                             "to reach the model gateway at (neither on the container's endpoint nor in the network's IPAM)")
+        return gateway_ip
 
     def _internal_network(self, api: Any) -> str:
         """The run's internal bridge network (no route out), created on first use, removed at stop."""

@@ -36,6 +36,10 @@ DROPPED_REPLY_HEADERS = {"content-length", "content-encoding", "transfer-encodin
                          "set-cookie"}
 ANTHROPIC_VERSION = "2023-06-01"
 KEPT_FIELDS = {("max_tokens",), ("model",), ("messages",)}  # never removed, even when a tier sets them
+# Set and removed whole, never merged: Anthropic's `thinking` is a tagged union, so a part of the client's
+# (Claude Code's `display`) left beside another tier's is no request the API takes.
+WHOLE_FIELDS = {"thinking"}
+THINKING_ON = ("enabled", "adaptive")  # the thinking types that take `display`
 EVENT_END = re.compile(rb"\r?\n\r?\n")
 DONE = re.compile(rb"^data: ?\[DONE\]", re.MULTILINE)  # the end of an OpenAI chat stream
 STREAM_ENDS = ("response.completed", "response.incomplete", "response.failed")  # Responses events with usage
@@ -83,7 +87,8 @@ def leaf_paths(fields: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tupl
     paths: set[tuple[str, ...]] = set()
     for key, value in fields.items():
         path = (*prefix, key)
-        paths |= leaf_paths(value, path) if isinstance(value, dict) and value else {path}
+        whole = not prefix and key in WHOLE_FIELDS
+        paths |= leaf_paths(value, path) if isinstance(value, dict) and value and not whole else {path}
     return paths
 
 
@@ -116,12 +121,37 @@ def rewrite(body: dict[str, Any], upstream: Upstream, kind: str | None) -> tuple
     tier = dict(upstream.tier)
     if kind == "responses" and "reasoning_effort" in tier:  # the Responses API spells it reasoning.effort
         tier["reasoning"] = {"effort": tier.pop("reasoning_effort")}
+    shown = (body.get("thinking") or {}).get("display") if isinstance(body.get("thinking"), dict) else None
+    for name in WHOLE_FIELDS & tier.keys():
+        body.pop(name, None)
     body = deep_merge(body, tier)
+    if kind == "messages":
+        thinking_consistent(body, shown)
     options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
     asked = kind == "chat" and bool(body.get("stream")) and not options.get("include_usage")
     if asked:
         body["stream_options"] = {**options, "include_usage": True}
     return body, asked
+
+
+def thinking_consistent(body: dict[str, Any], shown: Any) -> None:
+    """The rest of an Anthropic request agrees with its thinking: the client's `display` kept where thinking is
+    on; context edits that clear thinking blocks (Claude Code sends clear_thinking_20251015) dropped where
+    it is off, as the API refuses them without thinking."""
+    thinking = body.get("thinking")
+    on = isinstance(thinking, dict) and thinking.get("type") in THINKING_ON
+    if on and shown is not None and "display" not in thinking:
+        body["thinking"] = {**thinking, "display": shown}
+    management = body.get("context_management")
+    if on or not isinstance(management, dict) or not isinstance(management.get("edits"), list):
+        return
+    edits = [e for e in management["edits"] if not str((e or {}).get("type", "")).startswith("clear_thinking")]
+    if edits:
+        body["context_management"] = {**management, "edits": edits}
+    elif set(management) <= {"edits"}:
+        body.pop("context_management")
+    else:
+        body["context_management"] = {k: v for k, v in management.items() if k != "edits"}
 
 
 def token_counts(kind: str, usage: Any) -> tuple[int, int, int] | None:

@@ -256,18 +256,46 @@ def test_the_gateway_stops(upstream, local_sandbox, tmp_path):
 
 
 # -- docker: containers reach the gateway, with or without internet ------------------------------
+@pytest.fixture
+def subnet_only_network(docker_engine):
+    """A user network made with `--subnet` alone: Debian's docker.io (20.10) then lists no gateway in its
+    IPAM, as on its default bridge; only each container's endpoint names it."""
+    name = f"gwtest-subnet-{uuid.uuid4().hex[:8]}"
+    for third in range(200, 250):  # a /24 no other network of this engine holds
+        made = subprocess.run(["docker", "network", "create", "--subnet", f"10.{third}.{os.getpid() % 250}.0/24",
+                               "--label", "agentcompass=1", name], capture_output=True, text=True)
+        if made.returncode == 0:
+            break
+    else:
+        pytest.fail(f"cannot create a docker network: {made.stderr}")
+    yield name
+    subprocess.run(["docker", "network", "rm", name], capture_output=True)
+
+
+def ipam_gateways(network: str) -> list[str]:
+    shown = subprocess.run(["docker", "network", "inspect", network, "--format", "{{json .IPAM.Config}}"],
+                           capture_output=True, text=True, check=True)
+    return [c.get("Gateway", "") for c in json.loads(shown.stdout) or []]
+
+
 @pytest.mark.docker
-@pytest.mark.parametrize("internet, modes", [(True, ()), (False, ()), (False, ("no-network", "public"))],
-                         ids=["bridge", "no-internet", "no-network-phase"])
-def test_a_docker_container_reaches_the_gateway(upstream, base_image, tmp_path, internet, modes):
+@pytest.mark.parametrize("internet, modes, network", [(True, (), "bridge"), (True, (), "subnet-only"), (False, (), None),
+                                                      (False, ("no-network", "public"), "bridge")],
+                         ids=["bridge", "subnet-only-network", "no-internet", "no-network-phase"])
+def test_a_docker_container_reaches_the_gateway(upstream, base_image, tmp_path, internet, modes, network, request):
     """A task without internet (on `none`, or a Harbor phase that left its network) is put on the run's
-    internal network, which reaches this host."""
+    internal network, which reaches this host. On the default bridge of Debian's docker.io and on a network
+    made with `--subnet` alone the network's IPAM names no gateway: the container's endpoint does."""
     from agentcompass.providers.docker import DockerProvider
 
+    if network == "subnet-only":
+        network = request.getfixturevalue("subnet_only_network")
+        assert not any(ipam_gateways(network)), "the engine lists a gateway: this case would test nothing"
     run = f"gwtest-{uuid.uuid4().hex[:8]}"
     gateway = start_gateway(GLM, upstream.url, host="0.0.0.0")
-    sandbox = DockerProvider().open(SandboxSpec(name=run, image=base_image, workdir="/", allow_internet=internet,
-                                                network_modes=modes, labels={"agentcompass": "1", "run": run}))
+    provider = DockerProvider(network=network) if network else DockerProvider()
+    sandbox = provider.open(SandboxSpec(name=run, image=base_image, workdir="/", allow_internet=internet,
+                                        network_modes=modes, labels={"agentcompass": "1", "run": run}))
     try:
         endpoint = gateway.endpoint(new_trial(tmp_path), sandbox)
         client = ("import json, os, urllib.request; r = urllib.request.Request(os.environ['U'] + '/chat/completions', "

@@ -2,7 +2,8 @@
 
 ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY come from the env file; permissions are skipped (IS_SANDBOX=1
 allows that as root); the background model is the same model; autoupdate, telemetry, error reports and
-other non-essential traffic are off. A thinking tier's `budget_tokens` becomes MAX_THINKING_TOKENS.
+other non-essential traffic are off. A thinking tier's `budget_tokens` becomes MAX_THINKING_TOKENS, a tier without
+thinking MAX_THINKING_TOKENS=0, so the CLI sends the tier itself (on modal/gcp without the gateway too).
 Usage: the final `result` event (tokens, its own cost estimate, turns, API time).
 """
 
@@ -21,6 +22,16 @@ if TYPE_CHECKING:
 STATUS = re.compile(r'"(?:api_)?error_status":\s*(\d{3})')
 
 
+def thinking_tokens(model: "ModelConfig") -> int | None:
+    """The tier as Claude Code's own setting: MAX_THINKING_TOKENS, the budget of an enabled thinking, or 0 for a tier
+    without one (2.1.332 then sends `thinking: {type: disabled}` and no clear_thinking edit; unset, it thinks with a
+    31,999-token budget whatever the tier). None: no tier, the CLI's default stands."""
+    if model.reasoning is None:
+        return None
+    thinking = request_fields(model).get("thinking") or {}
+    return int(thinking["budget_tokens"]) if thinking.get("type") == "enabled" and thinking.get("budget_tokens") else 0
+
+
 class ClaudeCodeHarness(InstalledAgent):
     name, package, command_name = "claude_code", "@anthropic-ai/claude-code", "claude"
     binary = "@anthropic-ai/claude-code-linux-x64/claude"
@@ -32,8 +43,8 @@ class ClaudeCodeHarness(InstalledAgent):
                "ANTHROPIC_SMALL_FAST_MODEL": model_id, "ANTHROPIC_DEFAULT_HAIKU_MODEL": model_id,
                "IS_SANDBOX": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
                "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
-        budget = (request_fields(model).get("thinking") or {}).get("budget_tokens")
-        if budget:
+        budget = thinking_tokens(model)
+        if budget is not None:
             env["MAX_THINKING_TOKENS"] = str(budget)
         return env
 
