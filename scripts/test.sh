@@ -25,4 +25,4 @@ python -m pip install -q -e '.[all]'
 bash scripts/ensure-docker.sh
 bash scripts/build-base-image.sh
 
-python -m pytest -q "$@"
+python -m pytest -q --run-conformance "$@"

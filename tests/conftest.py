@@ -22,6 +22,8 @@ os.environ["AGENTCOMPASS_BASE_IMAGE"] = BASE_IMAGE
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-modal", action="store_true", help="run live Modal tests (needs Modal credentials)")
     parser.addoption("--run-gcp", action="store_true", help="run live GCP tests (needs GCP credentials)")
+    parser.addoption("--run-conformance", action="store_true",
+                     help="run the conformance suite against the official tools (tests/conformance; CI runs it)")
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,

@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from agentcompass.errors import InfraError, UserError
 from agentcompass.formats.base import SelectionParams, recipe_limits, render_instruction, select_tasks, source_path
+from agentcompass.formats.swebench_classic import ClassicSpec
 from agentcompass.formats.swebench_data import (
     check_gradable,
+    classic_eval_script,
+    has_eval_script,
     image_name,
     normalize_row,
     read_hf_dataset,
@@ -225,9 +228,7 @@ class SwebenchFormat:
     def eval_script(self, task: Task, sandbox: "Sandbox | None", trial: "TrialContext") -> tuple[Any, str]:
         """swebench's test spec of the instance and its eval script (image assets restored before the tests;
         they need a sandbox to stage them in)."""
-        from swebench.harness.utils import make_test_spec
-
-        spec = make_test_spec(instance_for_test_spec(task.data, task.image or ""))
+        spec = test_spec(task.data, task.image or "")
         if sandbox is None:
             if any((spec.image_assets or {}).get(key) for key in ("test_patch", "patch")):
                 raise UserError(f"{task.id} has image_assets, which eval on GCP Batch does not stage; "
@@ -237,15 +238,14 @@ class SwebenchFormat:
 
     def grade_log(self, task: Task, trial: "TrialContext", patch: str, mode: str, spec: Any, log: str,
                   timed_out: bool) -> Grade:
-        """The verdict on an eval log (written whole to eval.log first), by swebench's get_eval_report."""
-        from swebench.harness.grading import get_eval_report
-
+        """The verdict on an eval log (written whole to eval.log first), by swebench's get_eval_report
+        (4.1.0's rules for classic rows: formats/swebench_classic.py)."""
         if timed_out:  # the official harness notes it in the log the same way, then counts no result
             log += f"\n\nTimeout error: {task.verify_timeout_s:.0f} seconds exceeded."
             trial.write("eval.log", log)
             return self.unresolved(task, trial, patch, mode, f"tests timed out after {task.verify_timeout_s:.0f}s", log)
         prediction = {"instance_id": task.id, "model_name_or_path": model_name(trial), "model_patch": patch}
-        report = get_eval_report(spec, prediction, str(trial.dir / "eval.log"), include_tests_status=True)[task.id]
+        report = eval_report(spec, prediction, trial.dir / "eval.log")[task.id]
         status = report.get("tests_status") or {}
         f2p = status.get("FAIL_TO_PASS") or {"success": [], "failure": []}
         p2p = status.get("PASS_TO_PASS") or {"success": [], "failure": []}
@@ -344,6 +344,30 @@ class SwebenchFormat:
         for attempt, predictions in by_attempt.items():
             name = "predictions.jsonl" if attempt == 1 else f"predictions-attempt-{attempt}.jsonl"
             write_atomic(run_dir / name, "".join(json.dumps(p) + "\n" for p in predictions))
+
+
+def test_spec(row: dict[str, Any], image: str) -> Any:
+    """swebench 5.x's test spec of a 5.x row; for a classic row the spec 4.1.0 grades it by, with
+    4.1.0's eval script as is (5.x's make_test_spec would add its exit-code line, which 4.1.0 lacks)."""
+    if not has_eval_script(row):
+        from agentcompass.formats.swebench_classic import END_TEST_OUTPUT, START_TEST_OUTPUT
+
+        return ClassicSpec(instance_id=row["instance_id"], repo=row["repo"], FAIL_TO_PASS=row["FAIL_TO_PASS"],
+                           PASS_TO_PASS=row["PASS_TO_PASS"],
+                           eval_script=classic_eval_script(row, START_TEST_OUTPUT, END_TEST_OUTPUT))
+    from swebench.harness.utils import make_test_spec
+
+    return make_test_spec(instance_for_test_spec(row, image))
+
+
+def eval_report(spec: Any, prediction: dict[str, Any], log: Path) -> dict[str, Any]:
+    """The official per-instance report (report.json) of an eval log: 4.1.0's rules for a classic row's
+    spec, swebench 5.x's get_eval_report for a 5.x row's."""
+    if isinstance(spec, ClassicSpec):
+        from agentcompass.formats.swebench_classic import get_eval_report
+    else:
+        from swebench.harness.grading import get_eval_report
+    return get_eval_report(spec, prediction, str(log), include_tests_status=True)
 
 
 def inject_asset_restore(eval_script: str, restore: list[str]) -> str:

@@ -32,11 +32,8 @@ def read_rows_file(path: Path) -> list[dict[str, Any]]:
             from datasets import load_dataset
 
             return [dict(r) for r in load_dataset("parquet", data_files=str(path), split="train")]
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".jsonl":
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        else:
-            rows = json.loads(text)
+        with path.open(encoding="utf-8") as lines:  # lines end at \n, \r\n or \r only, never inside a string
+            rows = [json.loads(line) for line in lines if line.strip()] if path.suffix == ".jsonl" else json.load(lines)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read SWE-bench rows from {path}: {exc}; pass a .json list or a .jsonl file") from exc
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):

@@ -26,11 +26,14 @@ if TYPE_CHECKING:
 def read_predictions(path: Path) -> dict[str, dict[str, Any]]:
     """instance_id -> prediction, from a .jsonl file, a .json list or a .json object keyed by instance_id."""
     try:
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".jsonl":
-            rows: Any = [json.loads(line) for line in text.splitlines() if line.strip()]
-        else:
-            rows = json.loads(text)
+        with path.open(encoding="utf-8") as lines:
+            # A .jsonl file's lines as swebench's get_predictions_from_file reads them (\n, \r\n or \r ends a
+            # line; str.splitlines would also split inside a patch at U+2028 or U+0085). Blank lines are
+            # skipped, where swebench fails (docs/deliberate-differences.md).
+            if path.suffix == ".jsonl":
+                rows: Any = [json.loads(line) for line in lines if line.strip()]
+            else:
+                rows = json.load(lines)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read predictions from {path}: {exc}; pass a .jsonl file or a .json list or object") from exc
     if isinstance(rows, dict):

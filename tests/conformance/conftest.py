@@ -1,0 +1,120 @@
+"""The conformance suite: the official tools, each in a venv of its own at its pinned version, fed the
+inputs agentcompass gets, and their answers compared with ours.
+
+Opt in with `--run-conformance` (scripts/test.sh and CI pass it). Every test tallies its comparisons
+per anchor ("swebench 4.1.0: 212 of 212 verdicts identical"), printed at the end of the run; with
+AGENTCOMPASS_CONFORMANCE_TABLE=FILE the table is also written there (benchmarks/conformance.sh).
+A divergence fails its test unless docs/deliberate-differences.md lists its id with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import IN_CI, REPO
+from sidevenv import side_venv
+
+HERE = Path(__file__).resolve().parent
+DRIVERS = HERE / "drivers"
+DIFFERENCES_DOC = REPO / "docs" / "deliberate-differences.md"
+# The pinned anchors: (venv name, python, pip requirements).
+ANCHORS = {
+    "swebench 4.1.0": ("swebench-4.1.0", "3.11", ["swebench==4.1.0"]),
+    "swebench 5.0.2": ("swebench-5.0.2", "3.11", ["swebench==5.0.2"]),
+    "terminal-bench 0.2.18": ("terminal-bench-0.2.18", "3.12", ["terminal-bench==0.2.18"]),
+    "mini-swe-agent 2.4.6": ("mini-swe-agent-2.4.6", "3.11", ["mini-swe-agent==2.4.6"]),
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    run = config.getoption("--run-conformance") or IN_CI
+    for item in items:
+        if HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.conformance)
+            if not run:
+                item.add_marker(pytest.mark.skip(reason="conformance suite: opt in with --run-conformance"))
+
+
+class Tally:
+    """Comparisons per anchor and what they compared ("verdicts", "predictions files", ...)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+
+    def record(self, anchor: str, what: str, identical: int, total: int) -> None:
+        count = self.counts[(anchor, what)]
+        count[0] += identical
+        count[1] += total
+
+    def lines(self) -> list[str]:
+        return [f"{anchor}: {same} of {total} {what} identical"
+                for (anchor, what), (same, total) in sorted(self.counts.items())]
+
+    def table(self) -> str:
+        rows = [f"| {anchor} | {what} | {same} | {total} |" for (anchor, what), (same, total) in sorted(self.counts.items())]
+        return "\n".join(["| anchor | compared | identical | total |", "|---|---|---|---|", *rows]) + "\n"
+
+
+TALLY = Tally()
+
+
+@pytest.fixture(scope="session")
+def tally() -> Tally:
+    return TALLY
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not TALLY.counts:
+        return
+    terminalreporter.section("conformance")
+    for line in TALLY.lines():
+        terminalreporter.write_line(line)
+    target = os.environ.get("AGENTCOMPASS_CONFORMANCE_TABLE")
+    if target:
+        Path(target).write_text(TALLY.table())
+
+
+def deliberate_differences() -> dict[str, str]:
+    """id -> reason, from the `### id` headings of docs/deliberate-differences.md."""
+    text = DIFFERENCES_DOC.read_text(encoding="utf-8")
+    found = re.findall(r"^### `([\w./-]+)`\n+(.+?)(?=^### |\Z)", text, flags=re.M | re.S)
+    return {key: reason.strip() for key, reason in found}
+
+
+@pytest.fixture(scope="session")
+def allowed() -> dict[str, str]:
+    return deliberate_differences()
+
+
+def anchor_python(anchor: str) -> Path:
+    name, python, packages = ANCHORS[anchor]
+    try:
+        return side_venv(name, python, packages)
+    except (FileNotFoundError, RuntimeError) as exc:
+        if IN_CI:
+            pytest.fail(f"CI must run the conformance suite, but {anchor} cannot be installed: {exc}")
+        pytest.skip(f"{anchor} cannot be installed here: {exc}")
+
+
+def run_driver(python: Path, driver: str, request: dict[str, Any], timeout: float = 600,
+               cwd: Path | None = None, env: dict[str, str] | None = None) -> Any:
+    """A driver script of drivers/ under the anchor's own python; its JSON answer."""
+    done = subprocess.run([str(python), str(DRIVERS / driver)], input=json.dumps(request), capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd, env={**os.environ, **(env or {}), "PYTHONPATH": ""})
+    assert done.returncode == 0, f"{driver} under {python} failed:\n{done.stderr[-3000:]}"
+    return json.loads(done.stdout)
+
+
+def check_divergences(found: dict[str, list[str]], allowed: dict[str, str]) -> None:
+    """Fail on any divergence id not documented as deliberate (with up to three of its cases)."""
+    unexplained = {key: cases for key, cases in found.items() if cases and key not in allowed}
+    assert not unexplained, "divergences from the official tool:\n" + "\n".join(
+        f"  {key}: {len(cases)} cases, e.g. {'; '.join(cases[:3])}" for key, cases in unexplained.items())
