@@ -13,10 +13,12 @@ from typing import Any
 from agentcompass.report.costs import Costs, assign
 from agentcompass.report.load import Setup
 from agentcompass.report.split import Bucket
-from agentcompass.report.tables import SETUP_COLUMNS, TRIAL_COLUMNS, difficulty_rows, money, setup_rows, trial_rows
+from agentcompass.report.stats import METHOD, analyse
+from agentcompass.report.tables import (PAIR_COLUMNS, SETUP_COLUMNS, TASK_COLUMNS, TRIAL_COLUMNS, difficulty_rows, money,
+                                        pair_rows, setup_rows, task_rows, task_tallies, trial_rows)
 from agentcompass.results import now_iso, write_atomic
 
-CSV_FILES = ("summary.csv", "per_trial.csv", "task_difficulty.csv")
+CSV_FILES = ("summary.csv", "per_trial.csv", "per_task.csv", "task_difficulty.csv", "paired_differences.csv")
 
 
 @dataclass
@@ -36,13 +38,17 @@ class Pricing:
 
 def build(setups: list[Setup], pricing: Pricing) -> dict[str, Any]:
     costs = assign(setups, pricing.hourly_usd, pricing.bill)
+    tallies = {s.name: task_tallies(s, costs) for s in setups}
+    analysis = analyse(tallies)
     return {
         "generated_at": now_iso(),
         "inputs": [str(s.dir) for s in setups],
         "pricing": {"hourly_usd": pricing.hourly_usd, "bill": pricing.bill_source, "description": pricing.describe(),
                     "estimate": pricing.bill is None},
-        "setups": setup_rows(setups, costs),
+        "statistics": {**METHOD, "pairs": analysis["pairs"]},
+        "setups": setup_rows(setups, costs, analysis["setups"]),
         "trials": trial_rows(setups, costs),
+        "tasks": task_rows(setups, tallies),
         "task_difficulty": difficulty_rows(setups),
         "billing": billing(costs, pricing),
     }
@@ -81,7 +87,9 @@ def file_texts(report: dict[str, Any]) -> dict[str, str]:
     texts = {
         "summary.csv": csv_text(report["setups"], SETUP_COLUMNS),
         "per_trial.csv": csv_text(report["trials"], TRIAL_COLUMNS),
+        "per_task.csv": csv_text(report["tasks"], TASK_COLUMNS),
         "task_difficulty.csv": csv_text(report["task_difficulty"], difficulty_columns),
+        "paired_differences.csv": csv_text(pair_rows(report["statistics"]["pairs"]), PAIR_COLUMNS),
         "report.json": json.dumps({k: v for k, v in report.items() if k != "billing"}
                                   | {"billing": headline(report["billing"])}, indent=2) + "\n",
     }

@@ -39,6 +39,8 @@ class Setup:
     model: dict[str, Any]
     k: int
     trials: list[Trial] = field(default_factory=list)
+    status: str | None = None  # run.json's: completed | running | interrupted | stopped | failed
+    trials_expected: int | None = None  # summary.json's: tasks x k as the run was asked for
 
     @property
     def hourly_usd(self) -> float | None:
@@ -80,7 +82,7 @@ def load_setup(directory: Path, name: str) -> Setup:
         info = json.loads((directory / "run.json").read_text(encoding="utf-8"))
         config = info["config"]
         setup = Setup(name, directory, dict(config.get("labels") or {}), dict(config.get("model") or {}),
-                      int(config["run"]["k"]))
+                      int(config["run"]["k"]), status=info.get("status"), trials_expected=expected_trials(directory))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{directory / 'run.json'} is unreadable ({type(exc).__name__}: {exc}); "
                         "pass a results directory written by agentcompass run") from None
@@ -93,3 +95,12 @@ def load_setup(directory: Path, name: str) -> Setup:
         calls_path = directory / "tasks" / task_id / f"attempt-{attempt}" / CALLS_FILE
         setup.trials.append(Trial(name, result, read_jsonl(calls_path) if calls_path.is_file() else None))
     return setup
+
+
+def expected_trials(directory: Path) -> int | None:
+    """How many trials the run was asked for, from its summary.json (None: no readable summary)."""
+    try:
+        value = json.loads((directory / "summary.json").read_text(encoding="utf-8")).get("trials_expected")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None

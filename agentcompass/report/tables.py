@@ -8,14 +8,20 @@ from typing import Any
 from agentcompass.report.costs import Costs
 from agentcompass.report.load import Setup, Trial
 from agentcompass.report.split import MICRO
+from agentcompass.report.stats import TaskTally
 from agentcompass.results import summarize
 
 SETUP_COLUMNS = [
-    "setup", "benchmark", "harness", "model", "reasoning", "env", "k", "tasks", "attempts", "passed", "failed",
-    "errors", "pass_at_1", "pass_at_k", "solved_tasks", "solved_rate", "total_cost_usd", "cost_per_solved_usd",
-    "cost_per_passing_attempt_usd", "avg_cost_per_attempt_usd", "cost_basis", "tokens_in", "tokens_out",
-    "tokens_cached", "steps", "orchestration_s", "session_s", "generation_s",
+    "setup", "label", "benchmark", "harness", "model", "reasoning", "env", "status", "k", "tasks", "attempts",
+    "trials_expected", "passed", "failed", "errors", "pass_at_1", "pass_at_1_low", "pass_at_1_high", "pass_at_k",
+    "solved_tasks", "solved_rate", "solved_rate_low", "solved_rate_high", "total_cost_usd", "sole_cost_usd",
+    "cost_per_solved_usd", "cost_per_solved_low_usd", "cost_per_solved_high_usd", "cost_per_passing_attempt_usd",
+    "avg_cost_per_attempt_usd", "cost_basis", "tokens_in", "tokens_out", "tokens_cached", "tokens_in_per_solved",
+    "tokens_out_per_solved", "steps", "orchestration_s", "session_s", "generation_s",
 ]
+TASK_COLUMNS = ["task_id", "setup", "attempts", "graded", "passed", "cost_usd"]
+PAIR_COLUMNS = ["a", "b", "tasks", *[f"{figure}_{part}" for figure in ("pass_at_1", "solved_rate", "cost_per_solved_usd")
+                                     for part in ("diff", "low", "high", "differs")]]
 TRIAL_COLUMNS = [
     "setup", "task_id", "attempt", "status", "error_category", "reward", "cost_usd", "sole_cost_usd", "cost_basis",
     "steps", "tokens_in", "tokens_out", "tokens_cached", "orchestration_s", "session_s", "generation_s",
@@ -54,8 +60,57 @@ def trial_rows(setups: list[Setup], costs: Costs) -> list[dict[str, Any]]:
     return rows
 
 
-def setup_rows(setups: list[Setup], costs: Costs) -> list[dict[str, Any]]:
+def short_labels(setups: list[Setup]) -> dict[str, str]:
+    """model · tier · harness (the model without its provider path), made longer only where two clash."""
+    def parts(setup: Setup) -> list[str]:
+        model = str(setup.model.get("name") or setup.labels.get("model") or "?").rsplit("/", 1)[-1]
+        return [model, *([str(setup.model["reasoning"])] if setup.model.get("reasoning") else []),
+                str(setup.labels.get("harness") or "?")]
+
+    extras = [lambda s: s.labels.get("env"), lambda s: s.labels.get("benchmark"), lambda s: s.name]
+    labels = {s.name: parts(s) for s in setups}
+    for extra in extras:
+        texts = [" · ".join(labels[s.name]) for s in setups]
+        clashing = [s for s, text in zip(setups, texts) if texts.count(text) > 1]
+        if not clashing:
+            break
+        for s in clashing:
+            labels[s.name].append(str(extra(s) or "?"))
+    return {name: " · ".join(parts_) for name, parts_ in labels.items()}
+
+
+def task_tallies(setup: Setup, costs: Costs) -> list[TaskTally]:
+    """Per task: attempts, graded (passed or failed; an error is no verdict), passed, and their cost."""
+    by_task: dict[str, list[Trial]] = {}
+    for trial in setup.trials:
+        by_task.setdefault(trial.result.task_id, []).append(trial)
+    tallies = []
+    for task_id, trials in sorted(by_task.items()):
+        task_costs = [costs.trials[t.key].cost_usd for t in trials]
+        known = all(c is not None for c in task_costs)
+        tallies.append(TaskTally(
+            task_id, len(trials), sum(t.result.status != "error" for t in trials),
+            sum(t.result.status == "passed" for t in trials),
+            sum((c for c in task_costs if c is not None), Decimal(0)) if known else None))
+    return tallies
+
+
+def task_rows(setups: list[Setup], tallies: dict[str, list[TaskTally]]) -> list[dict[str, Any]]:
+    """The task x setup grid, one row a cell."""
+    return [{"task_id": t.task_id, "setup": s.name, "attempts": t.attempts, "graded": t.graded, "passed": t.passed,
+             "cost_usd": money(t.cost_usd)} for s in setups for t in tallies[s.name]]
+
+
+def pair_rows(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Paired differences flattened for the CSV."""
+    return [{"a": p["a"], "b": p["b"], "tasks": p["tasks"],
+             **{f"{figure}_{part}": value for figure in ("pass_at_1", "solved_rate", "cost_per_solved_usd")
+                for part, value in p[figure].items()}} for p in pairs]
+
+
+def setup_rows(setups: list[Setup], costs: Costs, intervals: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
+    labels = short_labels(setups)
     for setup in setups:
         results = [t.result for t in setup.trials]
         tasks = sorted({r.task_id for r in results})
@@ -63,18 +118,32 @@ def setup_rows(setups: list[Setup], costs: Costs) -> list[dict[str, Any]]:
         trial_costs = [costs.trials[t.key] for t in setup.trials]
         known = all(c.cost_usd is not None for c in trial_costs)
         total = sum((c.cost_usd for c in trial_costs if c.cost_usd is not None), Decimal(0)) if known else None
+        # Alone on the endpoint: a self-hosted trial's sole cost, a hosted one's own cost.
+        sole = sum((c.cost_usd if c.sole_usd is None else c.sole_usd for c in trial_costs
+                    if c.cost_usd is not None), Decimal(0)) if known else None
         bases = sorted({c.basis for c in trial_costs})
+        bounds = intervals[setup.name]
+        solved = summary["solved_tasks"]
         rows.append({
-            "setup": setup.name, "benchmark": setup.labels.get("benchmark"), "harness": setup.labels.get("harness"),
-            "model": setup.model.get("name"), "reasoning": setup.model.get("reasoning"), "env": setup.labels.get("env"),
-            "k": setup.k, "tasks": len(tasks), "attempts": len(results),
-            **{f: summary[f] for f in ("passed", "failed", "errors", "pass_at_1", "pass_at_k", "solved_tasks", "solved_rate")},
+            "setup": setup.name, "label": labels[setup.name], "benchmark": setup.labels.get("benchmark"),
+            "harness": setup.labels.get("harness"), "model": setup.model.get("name"),
+            "reasoning": setup.model.get("reasoning"), "env": setup.labels.get("env"), "status": setup.status,
+            "k": setup.k, "tasks": len(tasks), "attempts": len(results), "trials_expected": setup.trials_expected,
+            **{f: summary[f] for f in ("passed", "failed", "errors", "pass_at_1")},
+            "pass_at_1_low": bounds["pass_at_1"]["low"], "pass_at_1_high": bounds["pass_at_1"]["high"],
+            **{f: summary[f] for f in ("pass_at_k", "solved_tasks", "solved_rate")},
+            "solved_rate_low": bounds["solved_rate"]["low"], "solved_rate_high": bounds["solved_rate"]["high"],
             "total_cost_usd": money(total),
-            "cost_per_solved_usd": ratio(total, summary["solved_tasks"]),
+            "sole_cost_usd": money(sole),
+            "cost_per_solved_usd": ratio(total, solved),
+            "cost_per_solved_low_usd": bounds["cost_per_solved_usd"]["low"],
+            "cost_per_solved_high_usd": bounds["cost_per_solved_usd"]["high"],
             "cost_per_passing_attempt_usd": ratio(total, summary["passed"]),
             "avg_cost_per_attempt_usd": ratio(total, len(results)),
             "cost_basis": ", ".join(bases) if bases else None,
             **{f: summary[f] for f in ("tokens_in", "tokens_out", "tokens_cached")},
+            "tokens_in_per_solved": round(summary["tokens_in"] / solved) if solved else None,
+            "tokens_out_per_solved": round(summary["tokens_out"] / solved) if solved else None,
             "steps": summary["model_calls"],
             **{f: round(sum(times(t)[f] for t in setup.trials), 4) for f in ("orchestration_s", "session_s", "generation_s")},
         })

@@ -15,7 +15,8 @@ from typing import Any
 from agentcompass.report.build import Pricing, build, file_texts
 from agentcompass.report.load import Setup
 
-CSV_KEYS = {"summary.csv": ("setup",), "per_trial.csv": ("setup", "task_id", "attempt"), "task_difficulty.csv": ("task_id",)}
+CSV_KEYS = {"summary.csv": ("setup",), "per_trial.csv": ("setup", "task_id", "attempt"), "task_difficulty.csv": ("task_id",),
+            "per_task.csv": ("task_id", "setup"), "paired_differences.csv": ("a", "b")}
 SUMMARY_FIELDS = ("passed", "failed", "errors", "pass_at_1", "pass_at_k", "tokens_in", "tokens_out", "tokens_cached")
 TIME_SLACK_S = 0.01  # timings are rounded to 0.1 ms, call times to 1 µs
 
@@ -65,7 +66,7 @@ def undated(data: Any) -> Any:
 def label(item: Any, index: int) -> str:
     """Name a list item by what it is about (a setup, a trial, a task), else by its index."""
     if isinstance(item, dict):
-        parts = [str(item[k]) for k in ("setup", "task_id", "attempt") if k in item]
+        parts = [str(item[k]) for k in ("setup", "task_id", "attempt", "a", "b") if k in item]
         if parts:
             return "/".join(parts)
     return str(index)
