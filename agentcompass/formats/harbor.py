@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from agentcompass.errors import InfraError, UserError, VerifierError
 from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
 from agentcompass.formats.harbor_collect import ARTIFACTS_DIR, MAIN, collect_all
+from agentcompass.formats.harbor_dataset import manifest_task_dirs
 from agentcompass.formats.harbor_fields import is_free_form
 from agentcompass.formats.harbor_schema import Artifact, Environment, Step, TaskConfig, unknown_fields
 from agentcompass.formats.harbor_verifier import environment_mode, separate_verifier, verifier_settings
@@ -184,8 +185,11 @@ class HarborFormat:
 
     def load(self) -> list[Task]:
         root = self.dataset_dir()
-        single = read_config_if_present(root)  # the root itself is one task
-        if single is not None:
+        manifest = self.recipe.source.get("manifest")  # Harbor's dataset.toml: its [[tasks]], in its order
+        single = None if manifest else read_config_if_present(root)  # the root itself is one task
+        if manifest:
+            configs = {d: read_config(d) for d in manifest_task_dirs(str(root), str(manifest))}
+        elif single is not None:
             configs = {str(root): single}
         else:
             configs = {d: c for d in task_dirs(root) if (c := read_config_if_present(d)) is not None}
