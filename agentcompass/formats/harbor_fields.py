@@ -15,7 +15,7 @@ FREE_FORM = ("task", "metadata")
 VERIFIER_ENV = "the separate verifier's sandbox, as [environment]'s for the agent's"
 NOTES: dict[str, str] = {
     "schema_version": "read; 1.0 to 1.4 (`version` is the old spelling)",
-    "task": "read, not used (the package's name in a registry)",
+    "task": "read, not used (the task's identity in a registry)",
     "metadata": "read, not used (free-form)",
     "source": "read, not used",
     "multi_step_reward_strategy": "honoured (`mean` when unset)",
@@ -57,7 +57,8 @@ NOTES: dict[str, str] = {
     "environment.memory_mb": "honoured (a recipe's `resources` win)",
     "environment.storage_mb": "honoured where the env can cap a disk; else one warning (more disk, never less)",
     "environment.gpus": "honoured; refused where the env has no GPUs",
-    "environment.gpu_types": "honoured on modal and gcp; docker takes any GPU the engine has (as Harbor's docker)",
+    "environment.gpu_types": "read, not used: the GPU type is the env's setting (modal's `gpu`); docker takes any "
+                             "GPU the engine has, as Harbor's docker does",
     "environment.tpu": "refused on every env: none here attaches TPUs",
     "environment.mcp_servers": "handed to a harness that takes them; refused for one that cannot",
     "environment.skills_dir": "handed to a harness that takes it; refused for one that cannot",
