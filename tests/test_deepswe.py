@@ -164,3 +164,29 @@ def textwrap_hooks() -> str:
     return ("[[verifier.collect]]\nservice = \"api\"\ncommand = \"grep -c 'GET /secret.txt' /var/log/api/requests.log "
             "> /var/log/api/count\"\n"
             "[[verifier.collect]]\ncommand = \"mkdir -p /logs/artifacts && whoami > /logs/artifacts/who\"\nuser = \"collector\"\n")
+
+
+def test_a_steps_hooks_and_artifacts_are_collected_before_its_grade(cli, tmp_path):
+    """Each step's collection pass: the task's hooks then the step's own, the task's artifacts and the step's,
+    into steps/NAME/artifacts/ (Harbor's multi_step.py), before the step is graded."""
+    from harbor_factory import make_multi_step
+
+    dataset, conf = tmp_path / "tasks", tmp_path / "conf"
+    task = make_multi_step(dataset, "steps-collect", None, first_min_reward=1.0)
+    toml = (task / "task.toml").read_text().replace(
+        '[[steps]]\nname = "two"\n',
+        '[[steps]]\nname = "two"\nartifacts = ["/app/two.txt"]\n'
+        '[[steps.verifier.collect]]\ncommand = "tail -n1 /app/log.txt > /app/two.txt"\n')
+    (task / "task.toml").write_text('artifacts = ["/app/log.txt"]\n' + toml
+                                    + '[[verifier.collect]]\ncommand = "wc -l < /app/log.txt > /app/lines.txt"\n')
+    make_recipe(conf, "steps", dataset)
+    done = cli("run", "steps", "oracle", "none", "--env", "local", "--config-dir", str(conf),
+               "--results-dir", str(tmp_path / "res"), "--run-name", "r", "--max-retries", "0")
+    assert done.returncode == 0, done.stderr
+    attempt = tmp_path / "res" / "r" / "steps__oracle__none__local" / "tasks" / "steps-collect" / "attempt-1"
+    assert (attempt / "steps" / "one" / "artifacts" / "app" / "log.txt").read_text() == "first\n"
+    assert not (attempt / "steps" / "one" / "artifacts" / "app" / "two.txt").exists()
+    assert (attempt / "steps" / "two" / "artifacts" / "app" / "log.txt").read_text() == "first\nsecond\n"
+    assert (attempt / "steps" / "two" / "artifacts" / "app" / "two.txt").read_text() == "second\n"
+    log = (attempt / "collect.log").read_text()
+    assert log.count("$ [main] wc -l") == 2 and log.count("$ [main] tail -n1") == 1, log

@@ -143,8 +143,7 @@ def test_a_bad_value_is_one_line_naming_the_field(tmp_path):
 @pytest.mark.parametrize("toml_extra, reason", [
     ('[environment]\nos = "windows"\n', 'needs [environment] os = "windows"'),
     ('[environment.tpu]\ntype = "v6e"\ntopology = "2x4"\n', "asks for [environment.tpu] (v6e, 2x4)"),
-    ('[[steps]]\nname = "one"\nartifacts = ["/app/x"]\n', "step 'one' sets artifacts"),
-    ('[[steps]]\nname = "one"\n[[steps.verifier.collect]]\ncommand = "true"\n', "step 'one' sets verifier.collect"),
+    ('[[steps]]\nname = "one"\n[steps.verifier.environment]\ncpus = 1\n', "step 'one' sets verifier.environment"),
 ])
 def test_what_no_env_can_honour_refuses_the_task_alone_at_load(tmp_path, toml_extra, reason):
     [task] = load(tmp_path, toml_extra)

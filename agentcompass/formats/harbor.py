@@ -24,7 +24,7 @@ from agentcompass.formats.base import SelectionParams, render_instruction, run_s
 from agentcompass.formats.harbor_collect import ARTIFACTS_DIR, MAIN, collect_all
 from agentcompass.formats.harbor_dataset import manifest_task_dirs
 from agentcompass.formats.harbor_fields import is_free_form
-from agentcompass.formats.harbor_schema import Artifact, Environment, Step, TaskConfig, unknown_fields
+from agentcompass.formats.harbor_schema import Artifact, CollectHook, Environment, Step, TaskConfig, unknown_fields
 from agentcompass.formats.harbor_verifier import environment_mode, separate_verifier, verifier_settings
 from agentcompass.formats.sources import dataset_root
 from agentcompass.formats.terminal_bench_compose import COMPOSE_FILES, compose_services
@@ -66,12 +66,13 @@ def artifact_paths(task_dir: Path | str, artifacts: list[str | Artifact], compos
     return found
 
 
-def collect_hooks(task_dir: str, config: TaskConfig, compose: ComposeSpec | None) -> list[dict[str, Any]]:
-    """[[verifier.collect]] as {command, service, timeout_sec, user}; a hook's service must be main or one
-    environment/docker-compose.yaml defines (as Harbor checks before the trial)."""
+def collect_hooks(task_dir: str, config: TaskConfig, compose: ComposeSpec | None,
+                  step_hooks: list[CollectHook] = ()) -> list[dict[str, Any]]:
+    """[[verifier.collect]] (then a step's own) as {command, service, timeout_sec, user}; a hook's service must be
+    main or one environment/docker-compose.yaml defines (as Harbor checks before the trial)."""
     services = {MAIN, *(s.name for s in compose.services)} if compose else {MAIN}
     hooks = []
-    for hook in config.verifier.collect:
+    for hook in [*config.verifier.collect, *step_hooks]:
         if hook.service not in services:
             raise UserError(f"{task_dir}/task.toml: [[verifier.collect]] runs in service {hook.service!r}, which "
                             + ("environment/docker-compose.yaml does not define" if compose else "needs an environment/docker-compose.yaml")
@@ -237,9 +238,9 @@ class HarborFormat:
         declared = any(p.network_mode for p in (environment, config.agent, config.verifier))
         users = {f"[{name}] user": str(user) for name, user in (("agent", config.agent.user), ("verifier", config.verifier.user))
                  if user is not None}
-        steps = [self.step_data(Path(task_dir), config, step) for step in config.steps or []]
         build_args = dict(recipe.build_args)
         compose = compose_spec(Path(compose_file), task_id, environment, image, build_args) if compose_file else None
+        steps = [self.step_data(Path(task_dir), config, step, compose) for step in config.steps or []]
         if environment.os != "linux":  # every provider here runs Linux sandboxes
             raise UserError(f"task '{task_id}' needs [environment] os = \"{environment.os}\", which no provider "
                             f"here can honour (they run Linux sandboxes); leave the task out")
@@ -299,11 +300,11 @@ class HarborFormat:
             },
         )
 
-    def step_data(self, task_dir: Path, config: TaskConfig, step: Step) -> dict[str, Any]:
-        """One [[steps]] entry with the task's [agent] and [verifier] as its defaults, as in Harbor."""
+    def step_data(self, task_dir: Path, config: TaskConfig, step: Step, compose: ComposeSpec | None) -> dict[str, Any]:
+        """One [[steps]] entry with the task's [agent] and [verifier] as its defaults, as in Harbor; its collection
+        pass runs the task's hooks and its own, and collects the task's artifacts and its own."""
         step_dir = task_dir / "steps" / step.name
-        unsupported = [field for field, used in (("artifacts", step.artifacts), ("verifier.collect", step.verifier.collect),
-                                                 ("verifier.environment", step.verifier.environment),
+        unsupported = [field for field, used in (("verifier.environment", step.verifier.environment),
                                                  ("verifier.environment_mode = \"separate\"", step.verifier.environment_mode == "separate"))
                        if used]
         if unsupported:
@@ -325,6 +326,8 @@ class HarborFormat:
             "verifier_env": {**strings(config.verifier.env), **strings(step.verifier.env)},
             "min_reward": step.min_reward,
             "healthcheck": step.healthcheck.model_dump() if step.healthcheck else None,
+            "artifacts": artifact_paths(task_dir, [*config.artifacts, *step.artifacts], compose),
+            "collect": collect_hooks(str(task_dir), config, compose, step.verifier.collect),
         }
 
     # -- trial phases --------------------------------------------------------------------
@@ -360,6 +363,7 @@ class HarborFormat:
             agent_timeout_s=self.recipe.timeouts.agent or step["agent_timeout_s"] or task.agent_timeout_s,
             verify_timeout_s=self.recipe.timeouts.verify or step["verify_timeout_s"] or task.verify_timeout_s,
             data={**task.data, "steps": [], "step": step["name"], "verifier_user": step["verifier_user"],
+                  "artifacts": step["artifacts"], "collect": step["collect"],
                   "verifier_env": step["verifier_env"], "tests": [*task.data["tests"], str(Path(step["dir"]) / "tests")],
                   "solution": str(Path(step["dir"]) / "solution")},
         )

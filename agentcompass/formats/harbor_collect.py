@@ -32,6 +32,8 @@ def collect_all(task: "Task", sandbox: "Sandbox", trial: "TrialContext") -> dict
     artifacts: list[dict[str, Any]] = task.data["artifacts"]
     ran: list[dict[str, Any]] = []
     missing: list[str] = []
+    # A step's pass lands in steps/NAME/artifacts, as Harbor keeps each step's.
+    base = trial.dir.joinpath("steps", task.data["step"], "artifacts") if task.data.get("step") else trial.dir / "artifacts"
     for sidecars in (False, True):
         for hook in hooks:
             if (hook["service"] != MAIN) == sidecars:
@@ -39,7 +41,7 @@ def collect_all(task: "Task", sandbox: "Sandbox", trial: "TrialContext") -> dict
         pulls = [(MAIN, ARTIFACTS_DIR, [])] if not sidecars else []
         pulls += [(a["service"], a["source"], a["exclude"]) for a in artifacts if (a["service"] != MAIN) == sidecars]
         for service, path, exclude in pulls:
-            local = trial.dir.joinpath("artifacts", path.lstrip("/"))  # one join, parsing only the new parts
+            local = base.joinpath(path.lstrip("/"))  # one join, parsing only the new parts
             try:
                 if service == MAIN:
                     sandbox.download(path, local)

@@ -72,10 +72,10 @@ NOTES: dict[str, str] = {
     "steps[].verifier": "honoured, over the task's [verifier]",
     "steps[].verifier.environment_mode": "`shared` honoured; `separate` refused (not supported yet)",
     "steps[].verifier.environment": "refused (a step's separate verifier is not supported yet)",
-    "steps[].verifier.collect": "refused (a step's collect hooks are not supported yet)",
+    "steps[].verifier.collect": "honoured: run after the task's hooks in the step's collection pass, before its grade",
     "steps[].min_reward": "honoured",
     "steps[].healthcheck": "honoured, before the step's agent starts",
-    "steps[].artifacts": "refused (a step's artifacts are not supported yet)",
+    "steps[].artifacts": "honoured: collected with the task's before the step's grade, into steps/NAME/artifacts/",
     "artifacts": "honoured: collected into the trial's artifacts/ and given to a separate verifier",
     "artifacts[].destination": "read; the trial's copy keeps the source path (the verifier never sees destination, "
                                "as in Harbor)",
