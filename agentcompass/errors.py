@@ -41,6 +41,14 @@ class BuildFailed(InfraError):
     retryable = False
 
 
+class TaskRefused(InfraError):
+    """The task asks for what agentcompass or the env cannot honour (a field, a feature): no sandbox is opened,
+    the reason is the trial's message, and the run's other tasks go on. Like an infra error it is no verdict
+    on the agent; trying again cannot help, so it is never retried."""
+
+    retryable = False
+
+
 class FatalInfraError(TrialError):
     """What no retry and no other task can get past (credentials rejected, permission denied, an invalid
     setting, a missing app or image): the scheduler stops the run and reports this one line (exit 2)."""

@@ -86,12 +86,7 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     check_env = getattr(task_format, "check_env", None)  # a format may need what only some envs offer (coop)
     if check_env is not None:
         check_env(provider)
-    grading_spec = getattr(task_format, "grading_spec", None)  # a fresh grading sandbox must be possible too
-    for task in tasks:
-        spec = task.sandbox_spec(task.id, {}, None)
-        for checked in (spec, grading_spec(task, spec) if grading_spec else None):
-            if checked is not None:
-                provider.check(checked)
+    check_each_task(tasks, task_format, provider, env.name)
     if getattr(harness_cls, "needs_model", False) and resolved.model.name == "none":
         raise UserError(f"harness '{harness_cfg.name}' needs a model; pass a preset (agentcompass list models) or a provider/model string")
     harness = harness_cls(**resolved.settings_of(harness_cfg))
@@ -109,6 +104,29 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
         resolved.labels["model_name"] = litellm_name(resolved.model)  # as mini-swe-agent names it in predictions
     prints = fingerprint(resolved, provider, [t.id for t in tasks])
     return PreparedRun(resolved, task_format, tasks, provider, harness, resume_target(resolved, prints), prints)
+
+
+def check_each_task(tasks: list[Task], task_format: TaskFormat, provider: Any, env_name: str) -> None:
+    """Each task against the env (its sandbox, and a fresh grading sandbox where it has one). A task the format or
+    the env cannot run is refused alone: its trials record why, the others run, and one warning line names it.
+    A run whose every task is refused is refused itself (one line, exit 2), as nothing would run."""
+    grading_spec = getattr(task_format, "grading_spec", None)
+    for task in tasks:
+        if task.refusal:
+            continue
+        spec = task.sandbox_spec(task.id, {}, None)
+        try:
+            for checked in (spec, grading_spec(task, spec) if grading_spec else None):
+                if checked is not None:
+                    provider.check(checked)
+        except UserError as exc:
+            task.refusal = str(exc)
+    refused = [task for task in tasks if task.refusal]
+    if refused and len(refused) == len(tasks):
+        raise UserError(str(refused[0].refusal))
+    for task in refused:
+        print(f"warning: task '{task.id}' is refused on {env_name} and recorded as an error: {task.refusal}",
+              file=sys.stderr, flush=True)
 
 
 def resume_target(resolved: ResolvedConfig, prints: dict[str, Any]) -> Path:

@@ -42,6 +42,9 @@ class Task:
     # harness naming the field in its `task_tools` may run the task (see harnesses/base.py).
     agent_tools: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)  # format-specific payload
+    # Why this task cannot run at all (a field agentcompass cannot honour): its trials record this as an error
+    # and the run's other tasks go on. Set by the format at load or by the runner's check against the env.
+    refusal: str | None = None
 
     def sandbox_spec(self, name: str, labels: dict[str, str], log_dir: Path | None,
                      harness_limit_s: float | None = None) -> SandboxSpec:
@@ -118,6 +121,7 @@ class AgentOutcome(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     message: str = ""
     steps: list[dict[str, Any]] = Field(default_factory=list)  # a multi-step task's per-step grades, in order
+    collected: dict[str, Any] = Field(default_factory=dict)  # what the format's collect step did (Harbor's hooks)
 
 
 class Grade(BaseModel):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 
 from agentcompass.durable import write_file
-from agentcompass.errors import InfraError, TrialError
+from agentcompass.errors import InfraError, TaskRefused, TrialError
 from agentcompass.pacing import Pacer
 from agentcompass.results import TrialResult, now_iso, write_atomic
 from agentcompass.task import AgentOutcome, Task, Usage
@@ -122,6 +122,8 @@ class TrialRunner:
         return result
 
     def _run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
+        if task.refusal:
+            raise TaskRefused(f"refused: {task.refusal}")
         trial = TrialContext(task.id, attempt, trial_dir, self.run_name, self.labels, self.sandboxes.closing, self.gateway)
         extras: list[TimedSandbox] = []
         trial.open_sandbox = lambda extra_spec: self._open_extra(extra_spec, extras)

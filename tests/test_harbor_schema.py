@@ -1,5 +1,6 @@
-"""Harbor's task.toml schema 1.0-1.3: every field is read; unknown ones are named in one warning;
-each field a provider cannot honour refuses the task before the run, with one line naming it."""
+"""Harbor's task.toml schema 1.0-1.4: every field is read; unknown ones refuse the task, except under [task] and
+[metadata], where they are named in one warning; each field a provider cannot honour refuses the task before the
+run, with one line naming it."""
 
 from __future__ import annotations
 
@@ -41,6 +42,11 @@ FULL_TOML = textwrap.dedent("""\
     user = "root"
     network_mode = "public"
     environment_mode = "shared"
+    [[verifier.collect]]
+    command = "git diff > /logs/artifacts/model.patch"
+    service = "main"
+    timeout_sec = 30.0
+    user = "root"
     [solution]
     env = { HINT = "1" }
     [environment]
@@ -75,7 +81,7 @@ FULL_TOML = textwrap.dedent("""\
     """)
 
 
-def test_every_field_of_schema_1_3_is_known():
+def test_every_field_of_schema_1_4_is_known():
     config = TaskConfig.model_validate(__import__("tomllib").loads(FULL_TOML))
     assert unknown_fields(config) == []
     env = config.environment
@@ -95,21 +101,33 @@ def load(tmp_path: Path, toml_extra: str, **recipe: object) -> list:
     return HarborFormat(Recipe(name="h", format="harbor", source={"path": str(tmp_path / "ds")}, **recipe)).load()
 
 
-def test_unknown_fields_get_one_warning_naming_them(tmp_path, capsys):
-    load(tmp_path, 'flavour = "mint"\n[environment.extra]\nx = 1\n')
+def test_unknown_fields_under_task_and_metadata_get_one_warning_naming_them(tmp_path, capsys):
+    [task] = load(tmp_path, '[task]\nname = "org/t"\nflavour = "mint"\n[metadata]\nanything = 1\n')
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
-    assert "flavour" in err[0] and "environment.extra" in err[0] and err[0].startswith("warning:")
+    assert "task.flavour (1 task)" in err[0] and err[0].startswith("warning:") and task.refusal is None
+
+
+@pytest.mark.parametrize("toml_extra, named", [
+    ('flavour = "mint"\n', "flavour"),
+    ("[environment.extra]\nx = 1\n", "environment.extra"),
+    ('[verifier]\nenvironment_mod = "separate"\n', "verifier.environment_mod"),
+    ('artifacts = [{ source = "/app/x", compress = true }]\n', "artifacts[0].compress"),
+])
+def test_an_unknown_field_that_could_change_a_verdict_refuses_the_task(tmp_path, capsys, toml_extra, named):
+    [task] = load(tmp_path, toml_extra)
+    assert task.refusal and f"task.toml: {named}: not in Harbor's task.toml schema" in task.refusal, task.refusal
+    assert capsys.readouterr().err == ""
 
 
 def test_validate_warns_once(cli, tmp_path):
     dataset, conf = tmp_path / "tasks", tmp_path / "conf"
     add_toml(make_task(dataset, "t", solve="echo 1 > /app/ok", test='if [ -f /app/ok ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt'),
-             'flavour = "mint"\n')
+             '[task]\nname = "org/t"\nflavour = "mint"\n')
     make_recipe(conf, "odd", dataset)
     done = cli("validate", "odd", "--config-dir", str(conf), "--results-dir", str(tmp_path / "res"), "--run-name", "v")
     assert done.returncode == 0, done.stderr
-    assert done.stderr.count("flavour (1 task)") == 1, done.stderr
+    assert done.stderr.count("task.flavour (1 task)") == 1, done.stderr
 
 
 def test_known_fields_warn_nothing(tmp_path, capsys):
@@ -122,9 +140,14 @@ def test_a_bad_value_is_one_line_naming_the_field(tmp_path):
         load(tmp_path, '[agent]\nnetwork_mode = "sometimes"\n')
 
 
-def test_a_windows_task_is_refused_at_load(tmp_path):
-    with pytest.raises(UserError, match=r'needs \[environment\] os = "windows"'):
-        load(tmp_path, '[environment]\nos = "windows"\n')
+@pytest.mark.parametrize("toml_extra, reason", [
+    ('[environment]\nos = "windows"\n', 'needs [environment] os = "windows"'),
+    ('[environment.tpu]\ntype = "v6e"\ntopology = "2x4"\n', "asks for [environment.tpu] (v6e, 2x4)"),
+    ('[[steps]]\nname = "one"\n[steps.verifier.environment]\ncpus = 1\n', "step 'one' sets verifier.environment"),
+])
+def test_what_no_env_can_honour_refuses_the_task_alone_at_load(tmp_path, toml_extra, reason):
+    [task] = load(tmp_path, toml_extra)
+    assert task.refusal and reason in task.refusal, task.refusal
 
 
 def test_fields_reach_the_task(tmp_path):

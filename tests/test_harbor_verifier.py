@@ -22,7 +22,8 @@ TEST = ('if [ "$(cat /app/answer.txt)" = 42 ] && [ -f /logs/artifacts/run.txt ] 
 def separate_task(root: Path, task_id: str, base_image: str, verifier: str) -> Path:
     task = make_task(root, task_id, solve=SOLVE, test=TEST, dockerfile=f"FROM {base_image}\nWORKDIR /app\n")
     toml = (task / "task.toml").read_text()
-    toml = 'artifacts = ["/app/answer.txt"]\n' + toml.replace("[verifier]\n", f"[verifier]\n{verifier}")
+    # After [verifier]'s own keys: a table in `verifier` would otherwise take them in (refused as unknown there).
+    toml = 'artifacts = ["/app/answer.txt"]\n' + toml.replace("[verifier]\ntimeout_sec = 60\n", f"[verifier]\ntimeout_sec = 60\n{verifier}")
     (task / "task.toml").write_text(toml)
     (task / "tests" / "Dockerfile").write_text(f"FROM {base_image}\nCOPY test.sh /tests/test.sh\n")
     return task
@@ -57,11 +58,16 @@ def test_environment_mode_follows_harbors_rules(tmp_path):
 
     assert load("")[0].data["environment_mode"] == "shared"
     implied = load("[verifier.environment]\ncpus = 3\n")[0]  # a verifier environment table implies separate
-    assert implied.data["environment_mode"] == "separate" and implied.data["verifier_environment"]["cpus"] == 3
-    with pytest.raises(UserError, match="needs environment_mode"):
-        load('environment_mode = "shared"\n[verifier.environment]\ncpus = 3\n')
-    with pytest.raises(UserError, match="docker_image or tests/Dockerfile"):
-        load('environment_mode = "separate"\n', tests_dockerfile=False)
+    assert implied.data["environment_mode"] == "separate" and implied.data["verifier"]["settings"]["cpus"] == 3
+    assert implied.data["verifier"]["bundled_tests"] is True  # tests/Dockerfile bakes /tests in
+    [shared_with_table] = load('environment_mode = "shared"\n[verifier.environment]\ncpus = 3\n')
+    assert "needs environment_mode" in shared_with_table.refusal
+    # Without tests/Dockerfile, a copy of [environment] in the task's own image, the tests uploaded (Harbor 0.26).
+    fallback = load('environment_mode = "separate"\n', tests_dockerfile=False)[0].data["verifier"]
+    assert fallback["bundled_tests"] is False and fallback["build_context"].endswith("/t/environment")
+    assert fallback["settings"]["workdir"] == "/app"
+    own = load('environment_mode = "separate"\n[verifier.environment]\ndocker_image = "v:1"\n')[0].data["verifier"]
+    assert (own["image"], own["bundled_tests"]) == ("v:1", True)
     with pytest.raises(UserError, match="environment_mode: Input should be 'shared' or 'separate'"):
         load('environment_mode = "elsewhere"\n')
 

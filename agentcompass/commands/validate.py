@@ -90,7 +90,10 @@ def report(task_ids: list[str], outcomes: dict[str, dict[str, list[Any]]]) -> li
         nop = verdict(outcomes["nop"].get(task_id, []))
         problems = []
         if oracle != "passed":
-            problems.append(f"oracle {oracle}{first_message(outcomes['oracle'].get(task_id, []))}")
+            # A hook that failed or an artifact never written explains the verdict better than the verifier does
+            # (DeepSWE's: "no model.patch submitted").
+            why = collect_problems(outcomes["oracle"].get(task_id, []))
+            problems.append(f"oracle {oracle}" + (f": {why}" if why else first_message(outcomes['oracle'].get(task_id, []))))
         if nop != "failed":
             problems.append(f"nop {nop}" + (": the tests pass without any work" if nop == "passed" else ""))
         if problems:
@@ -103,3 +106,16 @@ def report(task_ids: list[str], outcomes: dict[str, dict[str, list[Any]]]) -> li
 def first_message(results: list[Any]) -> str:
     message = next((r.message for r in results if r.status != "passed" and r.message), "")
     return f" ({message.splitlines()[0][:160]})" if message else ""
+
+
+def collect_problems(results: list[Any]) -> str:
+    """What went wrong collecting the agent's work (Harbor's [[verifier.collect]] hooks, declared artifacts)."""
+    from agentcompass.formats.harbor_collect import hook_failures
+
+    for result in results:
+        collected = (result.details or {}).get("collected") or {}
+        found = hook_failures(collected) + [f"declared artifact {path} was never written (a missing [[verifier.collect]] hook?)"
+                                            for path in collected.get("missing", [])]
+        if found:
+            return "; ".join(found)
+    return ""

@@ -21,7 +21,11 @@ import tomli  # the compiled twin of tomllib: several times faster over a datase
 from pydantic import ValidationError
 from agentcompass.errors import InfraError, UserError, VerifierError
 from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
-from agentcompass.formats.harbor_schema import Artifact, Environment, Step, TaskConfig, unknown_fields
+from agentcompass.formats.harbor_collect import ARTIFACTS_DIR, MAIN, collect_all
+from agentcompass.formats.harbor_dataset import manifest_task_dirs
+from agentcompass.formats.harbor_fields import is_free_form
+from agentcompass.formats.harbor_schema import Artifact, CollectHook, Environment, Step, TaskConfig, unknown_fields
+from agentcompass.formats.harbor_verifier import environment_mode, separate_verifier, verifier_settings
 from agentcompass.formats.sources import dataset_root
 from agentcompass.formats.terminal_bench_compose import COMPOSE_FILES, compose_services
 from agentcompass.sandbox import ComposeSpec
@@ -33,47 +37,49 @@ if TYPE_CHECKING:
     from agentcompass.sandbox import Sandbox, SandboxSpec
     from agentcompass.trial import TrialContext
 
-DEFAULT_AGENT_TIMEOUT = 600.0
-DEFAULT_VERIFY_TIMEOUT = 300.0
+DEFAULT_AGENT_TIMEOUT = None  # Harbor 0.26: no agent timeout unless the task, recipe or harness sets one
+DEFAULT_VERIFY_TIMEOUT = 600.0  # Harbor 0.26's VerifierConfig.timeout_sec
 VERIFIER_DIR = "/logs/verifier"
-ARTIFACTS_DIR = "/logs/artifacts"  # copied to a separate verifier, as Harbor does
-MAIN = "main"  # the agent's service in a task's docker-compose.yaml
 WARNED: set[str] = set()  # the unknown-field warnings this process printed
 SETUP_SCRIPT = ".setup.sh"  # in environment/workspace: what the Dockerfile RUNs, for hosts without a build
 
 
-def verifier_environment_mode(task_dir: Path | str, config: TaskConfig) -> str:
-    """Harbor's rule: [verifier] environment_mode, "separate" implied by a [verifier.environment] table."""
-    verifier = config.verifier
-    mode = verifier.environment_mode or ("separate" if verifier.environment is not None else "shared")
-    if mode == "shared" and verifier.environment is not None:
-        raise UserError(f"{task_dir}/task.toml: [verifier.environment] needs environment_mode = \"separate\"")
-    image = verifier.environment.docker_image if verifier.environment else None
-    if mode == "separate" and not image and not os.path.isfile(f"{task_dir}/tests/Dockerfile"):
-        raise UserError(f"{task_dir}/task.toml: a separate verifier needs [verifier.environment] docker_image "
-                        f"or tests/Dockerfile (its image provides /tests/test.sh)")
-    return mode
-
-
-def artifact_paths(task_dir: Path | str, artifacts: list[str | Artifact], compose: ComposeSpec | None) -> list[tuple[str, str]]:
-    """task.toml's top-level artifacts as (service, absolute path): paths, or tables with a `source` path
-    and the compose `service` holding it (main, the agent's, by default)."""
+def artifact_paths(task_dir: Path | str, artifacts: list[str | Artifact], compose: ComposeSpec | None) -> list[dict[str, Any]]:
+    """task.toml's top-level artifacts as {service, source, exclude}: paths, or tables with a `source` path,
+    the compose `service` holding it (main, the agent's, by default) and tar `exclude` patterns."""
     if not artifacts:
         return []
-    found = [(a.service or MAIN, a.source) if isinstance(a, Artifact) else (MAIN, a) for a in artifacts]
+    found = [{"service": a.service or MAIN, "source": a.source, "exclude": list(a.exclude)} if isinstance(a, Artifact)
+             else {"service": MAIN, "source": a, "exclude": []} for a in artifacts]
     services = {MAIN, *(s.name for s in compose.services)} if compose else {MAIN}
     where = f"{task_dir}/task.toml"
-    for service, path in found:
+    for service, path in ((a["service"], a["source"]) for a in found):
         if not path.startswith("/") or ".." in path.split("/"):
             raise UserError(f"{where}: artifacts must be absolute paths without '..', got {path!r}")
         if service not in services:
             raise UserError(f"{where}: artifact {path!r} names service {service!r}, which environment/docker-compose.yaml "
                             f"does not define (services: {', '.join(sorted(services))})")
-    paths = [path for _, path in found]
+    paths = [a["source"] for a in found]
     clash = next((path for path in paths if paths.count(path) > 1), None)
     if clash:  # both would land on one path in the trial dir and in a separate verifier
         raise UserError(f"{where}: artifact {clash!r} is named twice (from different services?); collect each path once")
     return found
+
+
+def collect_hooks(task_dir: str, config: TaskConfig, compose: ComposeSpec | None,
+                  step_hooks: list[CollectHook] = ()) -> list[dict[str, Any]]:
+    """[[verifier.collect]] (then a step's own) as {command, service, timeout_sec, user}; a hook's service must be
+    main or one environment/docker-compose.yaml defines (as Harbor checks before the trial)."""
+    services = {MAIN, *(s.name for s in compose.services)} if compose else {MAIN}
+    hooks = []
+    for hook in [*config.verifier.collect, *step_hooks]:
+        if hook.service not in services:
+            raise UserError(f"{task_dir}/task.toml: [[verifier.collect]] runs in service {hook.service!r}, which "
+                            + ("environment/docker-compose.yaml does not define" if compose else "needs an environment/docker-compose.yaml")
+                            + f" (services: {', '.join(sorted(services))})")
+        hooks.append({"command": hook.command, "service": hook.service, "timeout_sec": hook.timeout_sec,
+                      "user": str(hook.user) if hook.user is not None else None})
+    return hooks
 
 
 def compose_spec(compose: Path, task_id: str, environment: Environment, image: str | None,
@@ -149,15 +155,16 @@ def read_config_if_present(task_dir: Path | str) -> TaskConfig | None:
 
 
 def warn_unknown(benchmark: str, configs: dict[str, TaskConfig]) -> None:
-    """One line naming every task.toml key no Harbor schema 1.0-1.3 field matches: ignored, but not silently."""
+    """One line naming every key under [task] or [metadata] no Harbor schema 1.0-1.4 field matches: such keys
+    cannot change a verdict, so they are ignored, but not silently (elsewhere they refuse the task)."""
     seen: dict[str, int] = {}
     for config in configs.values():
-        for name in dict.fromkeys(unknown_fields(config)):
+        for name in dict.fromkeys(n for n in unknown_fields(config) if is_free_form(n)):
             seen[name] = seen.get(name, 0) + 1
     if not seen:
         return
     names = ", ".join(f"{name} ({count} task{'s' if count > 1 else ''})" for name, count in seen.items())
-    line = f"warning: benchmark '{benchmark}': task.toml fields unknown to Harbor schema 1.0-1.3, ignored: {names}"
+    line = f"warning: benchmark '{benchmark}': task.toml fields unknown to Harbor schema 1.0-1.4, ignored: {names}"
     if line not in WARNED:  # validate loads the tasks once per harness: say it once
         WARNED.add(line)
         print(line, file=sys.stderr, flush=True)
@@ -179,15 +186,26 @@ class HarborFormat:
 
     def load(self) -> list[Task]:
         root = self.dataset_dir()
-        single = read_config_if_present(root)  # the root itself is one task
-        if single is not None:
+        manifest = self.recipe.source.get("manifest")  # Harbor's dataset.toml: its [[tasks]], in its order
+        single = None if manifest else read_config_if_present(root)  # the root itself is one task
+        if manifest:
+            configs = {d: read_config(d) for d in manifest_task_dirs(str(root), str(manifest))}
+        elif single is not None:
             configs = {str(root): single}
         else:
             configs = {d: c for d in task_dirs(root) if (c := read_config_if_present(d)) is not None}
         if not configs:
             raise UserError(f"benchmark '{self.recipe.name}': no Harbor tasks (dirs with task.toml) in {root}")
         warn_unknown(self.recipe.name, configs)
-        return select_tasks([self.load_task(d, c) for d, c in configs.items()], self.recipe.params)
+        return select_tasks([self.load_or_refuse(d, c) for d, c in configs.items()], self.recipe.params)
+
+    def load_or_refuse(self, task_dir: str, config: TaskConfig) -> Task:
+        """The task, or, where it asks for what agentcompass cannot do, a task refused alone: its trials
+        record the reason and the dataset's other tasks run (the runner refuses a run of refused tasks only)."""
+        try:
+            return self.load_task(task_dir, config)
+        except UserError as exc:
+            return Task(id=os.path.basename(task_dir), instruction="", refusal=str(exc))
 
     def load_task(self, task_dir: Path | str, config: TaskConfig | None = None) -> Task:
         # Plain strings and one listing of environment/, not Path objects and a stat per file: a dataset
@@ -196,6 +214,11 @@ class HarborFormat:
         config = config or read_config(task_dir)
         recipe = self.recipe
         task_id = os.path.basename(task_dir)
+        unknown = [name for name in unknown_fields(config) if not is_free_form(name)]
+        if unknown:
+            raise UserError(f"{task_dir}/task.toml: {', '.join(unknown)}: not in Harbor's task.toml schema (1.0-1.4); "
+                            f"outside [task] and [metadata] a key could change the verdict, so the task is refused; "
+                            f"fix its spelling or remove it")
         environment = config.environment
         # A recipe's image (e.g. its per-provider override: a mirror) wins over the task's own docker_image.
         image = (recipe.image.format(task_id=task_id) if recipe.image else None) or environment.docker_image
@@ -215,23 +238,29 @@ class HarborFormat:
         declared = any(p.network_mode for p in (environment, config.agent, config.verifier))
         users = {f"[{name}] user": str(user) for name, user in (("agent", config.agent.user), ("verifier", config.verifier.user))
                  if user is not None}
-        steps = [self.step_data(Path(task_dir), config, step) for step in config.steps]
         build_args = dict(recipe.build_args)
         compose = compose_spec(Path(compose_file), task_id, environment, image, build_args) if compose_file else None
+        steps = [self.step_data(Path(task_dir), config, step, compose) for step in config.steps or []]
         if environment.os != "linux":  # every provider here runs Linux sandboxes
             raise UserError(f"task '{task_id}' needs [environment] os = \"{environment.os}\", which no provider "
                             f"here can honour (they run Linux sandboxes); leave the task out")
+        if environment.tpu is not None:
+            raise UserError(f"task '{task_id}' asks for [environment.tpu] ({environment.tpu.type}, "
+                            f"{environment.tpu.topology}), which no provider here can attach; leave the task out")
         rendered = render_instruction(recipe, instruction=instruction, task_id=task_id)
-        mode = verifier_environment_mode(task_dir, config)
+        mode = environment_mode(task_dir, config)
         if steps and mode == "separate":
             raise UserError(f"{task_dir}/task.toml: multi-step tasks with a separate verifier are not supported yet; "
                             f"use environment_mode = \"shared\" or leave the task out")
+        verifier = separate_verifier(task_dir, config, image) if mode == "separate" else None
+        hooks = collect_hooks(task_dir, config, compose)
         return Task(
             id=task_id,
             instruction=rendered,
             workdir=recipe.workdir or environment.workdir or "/app",
             image=image,
-            build_context=Path(env_dir) if has_dockerfile and not image else None,
+            # With an image too: where no registry has it, docker builds environment/Dockerfile instead (as Harbor can).
+            build_context=Path(env_dir) if has_dockerfile else None,
             build_args=build_args,
             runs_on_host=recipe.runs_on_host,
             seed_dir=Path(seed.path) if seed is not None else None,
@@ -244,8 +273,9 @@ class HarborFormat:
             network_modes=tuple(sorted({baseline, *phases.values()})) if declared else (),
             agent_user=str(config.agent.user) if config.agent.user is not None else None,
             users={**users, **{f"[[steps]] {s['name']!r} [{phase}] user": s[f"{phase}_user"]
-                               for s in steps for phase in ("agent", "verifier") if s[f"{phase}_user"]}},
-            agent_timeout_s=recipe.timeouts.agent or config.agent.timeout_sec or DEFAULT_AGENT_TIMEOUT,
+                               for s in steps for phase in ("agent", "verifier") if s[f"{phase}_user"]},
+                   **{f"[[verifier.collect]] user (in {h['service']})": h["user"] for h in hooks if h["user"]}},
+            agent_timeout_s=recipe.timeouts.agent or config.agent.timeout_sec or DEFAULT_AGENT_TIMEOUT,  # None: no limit
             verify_timeout_s=recipe.timeouts.verify or config.verifier.timeout_sec or DEFAULT_VERIFY_TIMEOUT,
             build_timeout_s=recipe.timeouts.build or environment.build_timeout_sec,
             compose=compose,
@@ -262,19 +292,24 @@ class HarborFormat:
                 "allowed_hosts": hosts,
                 "healthcheck": environment.healthcheck.model_dump() if environment.healthcheck else None,
                 "environment_mode": mode,
-                # what a separate verifier runs in (grading_spec); without its own table it copies [environment],
-                # its image coming from tests/
-                "verifier_environment": (config.verifier.environment or environment.model_copy(update={"docker_image": None})).model_dump()
-                if mode == "separate" else None,
+                "verifier": verifier,  # what a separate verifier runs in (grading_spec); None when shared
                 "artifacts": artifact_paths(task_dir, config.artifacts, compose),
+                "collect": hooks,
                 "steps": steps,
-                "multi_step_reward_strategy": config.multi_step_reward_strategy,
+                "multi_step_reward_strategy": config.multi_step_reward_strategy or "mean",
             },
         )
 
-    def step_data(self, task_dir: Path, config: TaskConfig, step: Step) -> dict[str, Any]:
-        """One [[steps]] entry with the task's [agent] and [verifier] as its defaults, as in Harbor."""
+    def step_data(self, task_dir: Path, config: TaskConfig, step: Step, compose: ComposeSpec | None) -> dict[str, Any]:
+        """One [[steps]] entry with the task's [agent] and [verifier] as its defaults, as in Harbor; its collection
+        pass runs the task's hooks and its own, and collects the task's artifacts and its own."""
         step_dir = task_dir / "steps" / step.name
+        unsupported = [field for field, used in (("verifier.environment", step.verifier.environment),
+                                                 ("verifier.environment_mode = \"separate\"", step.verifier.environment_mode == "separate"))
+                       if used]
+        if unsupported:
+            raise UserError(f"{task_dir / 'task.toml'}: step '{step.name}' sets {', '.join(unsupported)}, which "
+                            f"agentcompass does not support for a step yet; leave the task out")
         if not (step_dir / "instruction.md").is_file():
             raise UserError(f"{task_dir / 'task.toml'}: step '{step.name}' needs steps/{step.name}/instruction.md")
         user = step.agent.user if step.agent.user is not None else config.agent.user
@@ -291,19 +326,15 @@ class HarborFormat:
             "verifier_env": {**strings(config.verifier.env), **strings(step.verifier.env)},
             "min_reward": step.min_reward,
             "healthcheck": step.healthcheck.model_dump() if step.healthcheck else None,
+            "artifacts": artifact_paths(task_dir, [*config.artifacts, *step.artifacts], compose),
+            "collect": collect_hooks(str(task_dir), config, compose, step.verifier.collect),
         }
 
     # -- trial phases --------------------------------------------------------------------
     def stage(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
         """Where no image was built, do what the Dockerfile does (seed the workdir, run setup); then wait
         for the healthcheck and put the sandbox on the agent's network."""
-        if not getattr(sandbox, "has_task_image", False) and task.seed_dir is not None:
-            sandbox.upload(task.seed_dir, task.workdir)
-            if (task.seed_dir / SETUP_SCRIPT).is_file():
-                result = sandbox.exec(f"bash {SETUP_SCRIPT} && rm -f {SETUP_SCRIPT}", timeout=task.build_timeout_s or 600)
-                trial.write("setup.log", result.stdout + result.stderr)
-                if not result.ok:
-                    raise InfraError(f"task setup failed (exit {result.exit_code}); see setup.log")
+        seed_workdir(task, sandbox, trial)
         open_logs(task, sandbox)
         await_healthy(task.data["healthcheck"], sandbox, trial)
         enter_phase(task, sandbox, "agent")
@@ -332,6 +363,7 @@ class HarborFormat:
             agent_timeout_s=self.recipe.timeouts.agent or step["agent_timeout_s"] or task.agent_timeout_s,
             verify_timeout_s=self.recipe.timeouts.verify or step["verify_timeout_s"] or task.verify_timeout_s,
             data={**task.data, "steps": [], "step": step["name"], "verifier_user": step["verifier_user"],
+                  "artifacts": step["artifacts"], "collect": step["collect"],
                   "verifier_env": step["verifier_env"], "tests": [*task.data["tests"], str(Path(step["dir"]) / "tests")],
                   "solution": str(Path(step["dir"]) / "solution")},
         )
@@ -349,50 +381,50 @@ class HarborFormat:
         [verifier.environment]'s resources (the task's [environment] when absent); None when shared."""
         if task.data["environment_mode"] != "separate":
             return None
-        env = Environment.model_validate(task.data["verifier_environment"])
-        tests = Path(task.data["dir"]) / "tests"
+        verifier = task.data["verifier"]
+        env = verifier_settings(verifier)
         network = task.data["networks"].get("verifier") or env.baseline_network()
         user = task.data["verifier_user"]
+        context = verifier["build_context"]
         return replace(
             spec, name=f"{spec.name[:114]}-grade", labels={**spec.labels, "phase": "grade"},
-            image=env.docker_image, build_context=None if env.docker_image else tests,
+            image=verifier["image"], build_context=Path(context) if context else None,
+            workdir=self.recipe.workdir or env.workdir or spec.workdir,
+            env={**self.recipe.env, **strings(env.env)},
             cpus=self.recipe.resources.cpus or env.cpus, memory_mb=self.recipe.resources.memory_mb or env.memory_mb,
-            storage_mb=env.storage_mb, gpus=env.gpus, allow_internet=network == "public",
+            storage_mb=env.storage_mb, gpus=env.gpus or 0, allow_internet=network == "public",
             network_modes=(network,) if task.data["networks"] else (), users={"[verifier] user": user} if user else {},
             compose=None,  # the verifier runs alone, as in Harbor: the sidecars ended with the agent's sandbox
         )
 
     def collect(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> AgentOutcome:
-        """What the separate verifier gets from the agent's sandbox (and its sidecars): /logs/artifacts and
-        the task's artifacts, each under the trial's artifacts/ at its own path."""
-        for service, path in ((MAIN, ARTIFACTS_DIR), *task.data["artifacts"]):
-            local = trial.dir.joinpath("artifacts", path.lstrip("/"))  # one join, parsing only the new parts
-            try:
-                if service == MAIN:
-                    sandbox.download(path, local)
-                else:
-                    sandbox.download_from_service(service, path, local)  # type: ignore[attr-defined]  # compose: docker
-            except FileNotFoundError:
-                continue
-        return outcome
+        """Once the agent is done: the [[verifier.collect]] hooks, then what the verifier gets from the agent's
+        sandbox (and its sidecars): /logs/artifacts and the task's artifacts, each under the trial's artifacts/
+        at its own path (harbor_collect.py)."""
+        collected = collect_all(task, sandbox, trial)
+        return outcome.model_copy(update={"collected": collected}) if collected else outcome
 
     def stage_grading(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
+        """The artifacts, over the task's starting state: a verifier image is the task's or built FROM it, so
+        where no image is built (a task run on the host) the workdir is seeded as the agent's was."""
+        seed_workdir(task, sandbox, trial)
         open_logs(task, sandbox)
-        for path in (ARTIFACTS_DIR, *(path for _, path in task.data["artifacts"])):
+        for path in (ARTIFACTS_DIR, *(a["source"] for a in task.data["artifacts"])):
             local = trial.dir / "artifacts" / path.lstrip("/")
             if local.exists():
                 sandbox.upload(local, path)
 
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade:
         mode = task.data["environment_mode"]
-        if mode == "shared":
-            self.collect(task, sandbox, trial, outcome)  # what the agent left, before the verifier touches it
+        if mode == "shared" and not task.data["steps"]:  # (a multi-step task's steps collected as each was graded)
+            outcome = self.collect(task, sandbox, trial, outcome)  # what the agent left, before the verifier touches it
         if task.data["steps"]:
             return combine_steps(outcome.steps, task.data["multi_step_reward_strategy"], len(task.data["steps"]))
         enter_phase(task, sandbox, "verifier")
-        # A separate verifier's image holds /tests itself, as in Harbor; where no image is built
-        # (a task run on the host) the tests are uploaded as in shared mode.
-        if mode == "shared" or not getattr(sandbox, "has_task_image", False):
+        # A separate verifier's own image holds /tests itself, as in Harbor; the task's image (the fallback) and
+        # a sandbox without an image built (a task run on the host) get them uploaded as in shared mode.
+        bundled = mode == "separate" and task.data["verifier"]["bundled_tests"]
+        if not bundled or not getattr(sandbox, "has_task_image", False):
             for tests in task.data["tests"]:  # a step's tests over the task's
                 if os.path.isdir(tests):
                     sandbox.upload(Path(tests), "/tests")
@@ -409,8 +441,10 @@ class HarborFormat:
         rewards = self.read_rewards(sandbox, trial.dir.joinpath(where, "verifier"), result.exit_code,
                                     "see verifier.log" if output else "it printed nothing")
         reward = rewards.get("reward", sum(rewards.values()) / len(rewards))
-        return Grade(passed=reward >= 1.0, reward=reward, rewards=rewards,
-                     details={"test_exit_code": result.exit_code, "environment_mode": mode})
+        details = {"test_exit_code": result.exit_code, "environment_mode": mode}
+        if outcome.collected:
+            details["collected"] = outcome.collected
+        return Grade(passed=reward >= 1.0, reward=reward, rewards=rewards, details=details)
 
     def read_rewards(self, sandbox: "Sandbox", local: Path, exit_code: int, hint: str = "see verifier.log") -> dict[str, float]:
         try:
@@ -435,6 +469,19 @@ class HarborFormat:
 
 
 # -- phases shared by single- and multi-step tasks ---------------------------------------------
+def seed_workdir(task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
+    """Where no image was built, do what the Dockerfile does: seed the workdir from environment/workspace, run
+    its setup script."""
+    if getattr(sandbox, "has_task_image", False) or task.seed_dir is None:
+        return
+    sandbox.upload(task.seed_dir, task.workdir)
+    if (task.seed_dir / SETUP_SCRIPT).is_file():
+        result = sandbox.exec(f"bash {SETUP_SCRIPT} && rm -f {SETUP_SCRIPT}", timeout=task.build_timeout_s or 600)
+        trial.write("setup.log", result.stdout + result.stderr)
+        if not result.ok:
+            raise InfraError(f"task setup failed (exit {result.exit_code}); see setup.log")
+
+
 def as_user(sandbox: "Sandbox", user: str | None) -> "Sandbox":
     return RunAs(sandbox, user) if user else sandbox
 

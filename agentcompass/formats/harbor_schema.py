@@ -1,8 +1,11 @@
-"""Harbor's task.toml, schema versions 1.0 to 1.3, as pydantic models.
+"""Harbor's task.toml, schema versions 1.0 to 1.4 (Harbor 0.26), as pydantic models.
 
-Field names and defaults are Harbor's. Deprecated spellings (`version`, `memory`, `storage`) are
-read and normalised. Keys these models do not know are kept (Harbor ignores them) and listed by
-`unknown_fields`, so the loader can name them in a warning instead of dropping them silently.
+Field names are Harbor's (harbor/models/task/config.py); defaults are Harbor's where the loader does not
+need to tell "unset" apart. Deprecated spellings (`version`, `memory`, `storage`) are read and normalised.
+Keys these models do not know are kept and listed by `unknown_fields`, so the loader can refuse them
+(or, under [task] and [metadata], name them in a warning) instead of dropping them silently. How each
+field is honoured: harbor_fields.py; the completeness test against Harbor's own models:
+tests/conformance/test_harbor_schema_complete.py.
 """
 
 from __future__ import annotations
@@ -75,6 +78,14 @@ class MCPServer(Open):
     url: str | None = None
     command: str | None = None
     args: list[str] = Field(default_factory=list)
+    headers: dict[str, str] = Field(default_factory=dict)  # HTTP transports; values name ${VAR}s, never secrets
+
+
+class Tpu(Open):
+    """[environment.tpu] (1.4): a TPU slice; no provider here attaches one, so a task asking is refused."""
+
+    type: str
+    topology: str
 
 
 class Environment(NetworkPolicy):
@@ -85,8 +96,9 @@ class Environment(NetworkPolicy):
     cpus: float | None = None
     memory_mb: int | None = None
     storage_mb: int | None = None
-    gpus: int = 0
+    gpus: int | None = 0
     gpu_types: list[str] | None = None
+    tpu: Tpu | None = None
     allow_internet: bool = True
     mcp_servers: list[MCPServer] = Field(default_factory=list)
     env: dict[str, Any] = Field(default_factory=dict)
@@ -112,12 +124,23 @@ class Agent(NetworkPolicy):
     user: str | int | None = None
 
 
+class CollectHook(Open):
+    """One [[verifier.collect]] entry: a command run in a compose service after the agent phase, before the
+    artifacts are collected (DeepSWE's writes the agent's committed work to /logs/artifacts/model.patch)."""
+
+    command: str
+    service: str = "main"
+    timeout_sec: float = 60.0
+    user: str | int | None = None
+
+
 class Verifier(NetworkPolicy):
-    timeout_sec: float | None = None
+    timeout_sec: float | None = None  # None: unset here (Harbor's default, 600 s, is the loader's)
     env: dict[str, Any] = Field(default_factory=dict)
     user: str | int | None = None
     environment_mode: Literal["shared", "separate"] | None = None
     environment: Environment | None = None
+    collect: list[CollectHook] = Field(default_factory=list)
 
 
 class Solution(Open):
@@ -152,8 +175,8 @@ class TaskConfig(Open):
     environment: Environment = Field(default_factory=Environment)
     solution: Solution = Field(default_factory=Solution)
     artifacts: list[str | Artifact] = Field(default_factory=list)
-    steps: list[Step] = Field(default_factory=list)
-    multi_step_reward_strategy: Literal["mean", "final"] = "mean"
+    steps: list[Step] | None = Field(default_factory=list)
+    multi_step_reward_strategy: Literal["mean", "final"] | None = None  # None: "mean" for a multi-step task
 
     @model_validator(mode="before")
     @classmethod

@@ -91,6 +91,7 @@ class DockerProvider:
         self._tags: dict[Path, str] = {}  # build context -> content-hash tag
         self._registry_checked = False
         self._bases_checked: set[str] = set()  # FROM images found in their registry before the run
+        self._fallbacks: set[str] = set()  # images to build from the task's Dockerfile, as no registry has them
         self._failed_builds: dict[str, str] = {}  # build context and args -> the failure, reported once
         self._owner = process_owner(uuid.uuid4().hex[:8])  # labels our containers, for the name-clash rule
 
@@ -158,13 +159,17 @@ class DockerProvider:
                                 "pass one with --env-params '{\"image\": \"NAME\"}'")
             self._check_build_bases(spec)
             return
-        if self._registry_checked or self._has_image(image):
+        if self._registry_checked or self._has_image(image) or image in self._fallbacks:
             return
         # Ask the registry about the first missing image: a wrong name or an unreachable registry
         # stops the run here; the pulls themselves happen in the trials, in parallel.
         try:
             client.api.inspect_distribution(image)
         except docker.errors.APIError as exc:
+            if not self.settings.image and can_build(spec):  # as Harbor builds environment/Dockerfile instead
+                self._check_build_bases(spec)
+                self._fallbacks.add(image)
+                return
             raise UserError(pull_failure(image, exc)) from exc
         self._registry_checked = True
 
@@ -271,7 +276,10 @@ class DockerProvider:
             self._pull(self.settings.image)
             return self.settings.image, False
         if spec.image:
-            self._pull(spec.image)
+            if can_build(spec):
+                self._pull_or_build(spec)
+            else:
+                self._pull(spec.image)
             return spec.image, True
         if spec.build_context is None:
             raise InfraError(f"sandbox {spec.name} has no image and no Dockerfile to build")
@@ -290,11 +298,35 @@ class DockerProvider:
         if failed:
             raise BuildFailed(f"{failed} (not built again)")
         try:
-            return self._build(spec.build_context, spec.log_dir, build_args=spec.build_args)
+            # A separate verifier's image (Harbor's tests/Dockerfile) keeps the task's build.log beside its own.
+            log_name = "build-grade.log" if spec.labels.get("phase") == "grade" else "build.log"
+            return self._build(spec.build_context, spec.log_dir, build_args=spec.build_args, log_name=log_name)
         except InfraError as exc:
             with self._lock:
                 self._failed_builds[key] = str(exc)
             raise BuildFailed(str(exc)) from exc
+
+    def _pull_or_build(self, spec: SandboxSpec) -> None:
+        """The task's image, pulled; where no registry has it (offline, a private mirror), built from the task's
+        own Dockerfile and tagged with the image's name, so a verifier image built FROM it finds it too."""
+        import docker
+
+        assert spec.image is not None
+        with self._image_lock(f"fallback {spec.image}"):
+            if self._has_image(spec.image):
+                return
+            try:
+                self._pull(spec.image)
+                return
+            except InfraError as exc:
+                reason = str(exc)
+            built = self._build_once(spec)
+            repository, tag = docker.utils.parse_repository_tag(spec.image)
+            self.client.api.tag(built, repository, tag or "latest")
+            if spec.log_dir:
+                with open(spec.log_dir / "build.log", "a", encoding="utf-8") as log:
+                    log.write(f"{reason}\nbuilt {built} from {spec.build_context} instead, tagged {spec.image}\n")
+            self._ready.add(spec.image)
 
     def _check_build_bases(self, spec: SandboxSpec) -> None:
         """Before the run: each image a task's Dockerfile builds FROM is local or in its registry; else one
@@ -304,7 +336,7 @@ class DockerProvider:
         assert spec.build_context is not None
         dockerfile = (spec.build_context / "Dockerfile").read_text(encoding="utf-8", errors="replace")
         for base in base_images(dockerfile, spec.build_args):
-            if base in self._bases_checked or self._has_image(base):
+            if base in self._bases_checked or base in self._fallbacks or self._has_image(base):
                 continue
             try:
                 self.client.api.inspect_distribution(base)
@@ -431,6 +463,11 @@ def base_images(dockerfile: str, build_args: dict[str, str]) -> list[str]:
     return [re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m[1], m[0]), ref) for ref in from_images(dockerfile)]
 
 
+def can_build(spec: SandboxSpec) -> bool:
+    """The spec names a Dockerfile to build its image from (beside, or instead of, a registry image)."""
+    return spec.build_context is not None and spec.compose is None and (spec.build_context / "Dockerfile").is_file()
+
+
 def storage_lack(info: dict[str, Any]) -> str | None:
     """Why the engine's storage driver cannot cap a container's disk (--storage-opt size), None when it can:
     btrfs, zfs, devicemapper and windowsfilter can; overlay2 only over xfs (mounted with pquota)."""
@@ -486,6 +523,10 @@ class DockerSandbox(RemoteSandbox):
         self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None,
         user: str | None = None,
     ) -> ExecResult:
+        return self._exec_in(self.id, self.settings.shell, cmd, cwd or self.spec.workdir, env, timeout, user)
+
+    def _exec_in(self, container: str, shell: str, cmd: str, cwd: str | None, env: dict[str, str] | None,
+                 timeout: float | None, user: str | None) -> ExecResult:
         import docker
 
         if self._closed:
@@ -494,7 +535,7 @@ class DockerSandbox(RemoteSandbox):
         start = time.monotonic()
         try:
             exec_id = self.api.exec_create(
-                self.id, [self.settings.shell, "-c", cmd], workdir=cwd or self.spec.workdir,
+                container, [shell, "-c", cmd], workdir=cwd,
                 environment={**(env or {}), EXEC_MARK: mark.partition("=")[2]}, user=user or "",
             )["Id"]
             sock = self.api.exec_start(exec_id, socket=True)
@@ -502,7 +543,7 @@ class DockerSandbox(RemoteSandbox):
             raise self._failure(f"exec in {self.spec.name} failed", exc) from exc
         deadline = start + timeout if timeout else None
         keep = self.settings.output_cap_bytes + 1  # one byte more than the cap, so cap_output marks the cut
-        stdout, stderr, timed_out, broken = read_frames(sock, deadline, keep, lambda: self._kill_marked(mark))
+        stdout, stderr, timed_out, broken = read_frames(sock, deadline, keep, lambda: self._kill_marked(mark, container))
         code = 124 if timed_out else self._exit_code(exec_id)
         self._check_exit(code, broken)
         cap = self.settings.output_cap_bytes
@@ -525,11 +566,11 @@ class DockerSandbox(RemoteSandbox):
         except docker.errors.APIError as exc:
             raise self._failure(f"cannot switch {self.spec.name} to network mode {mode}", exc) from exc
 
-    def _kill_marked(self, mark: str) -> None:
+    def _kill_marked(self, mark: str, container: str | None = None) -> None:
         import docker
 
         try:
-            kill_id = self.api.exec_create(self.id, ["/bin/sh", "-c", KILL_MARKED, mark], user="root")["Id"]
+            kill_id = self.api.exec_create(container or self.id, ["/bin/sh", "-c", KILL_MARKED, mark], user="root")["Id"]
             self.api.exec_start(kill_id)
         except docker.errors.APIError:
             pass  # the container is gone: so is the command
@@ -633,6 +674,11 @@ class ComposeSandbox(DockerSandbox):
     def download_from_service(self, service: str, remote: str, local: Path) -> None:
         """download from one of the trial's other services (a sidecar's artifact)."""
         self._download(f"{self.spec.name}-{service}", remote, local)
+
+    def exec_in_service(self, service: str, cmd: str, *, timeout: float | None = None, user: str | None = None) -> ExecResult:
+        """exec in one of the trial's other services (Harbor's [[verifier.collect]] in a sidecar), with `sh` (a
+        sidecar's image need not have bash) in the service's own working directory, as `docker compose exec`."""
+        return self._exec_in(f"{self.spec.name}-{service}", "sh", cmd, None, None, timeout, user)
 
     def close(self) -> None:
         try:
