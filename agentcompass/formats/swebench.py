@@ -45,6 +45,7 @@ DEFAULT_VERIFY_TIMEOUT = 1800.0
 PATCH_NOT_APPLIED = "patch_not_applied"  # AgentOutcome.exit_status: a submitted patch failed to apply
 START_REF = "refs/agentcompass/start"  # what the harness started from; survives agent commits
 SUBMISSION_PATH = "/tmp/agentcompass-submission.diff"
+PATCH_PATH = "/tmp/agentcompass-patch.diff"  # the tree's diff, fetched whole (an exec's output is capped)
 EVAL_SCRIPT_PATH = "/tmp/agentcompass-eval.sh"
 EVAL_LOG_PATH = "/tmp/agentcompass-eval.log"
 ASSETS_DIR = "/image_assets"  # where the official harness stages image_assets
@@ -162,12 +163,12 @@ class SwebenchFormat:
             'index=$(mktemp); cp "$(git rev-parse --git-dir)/index" "$index" 2>/dev/null; '
             f'GIT_INDEX_FILE="$index" git add -A -- . {excludes} && '
             f'GIT_INDEX_FILE="$index" git diff --cached --no-color --no-ext-diff --binary "$base" -- . {excludes}; '
-            'code=$?; rm -f "$index"; exit $code'
+            f' > {PATCH_PATH}; code=$?; rm -f "$index"; exit $code'
         )
         result = sandbox.exec(script, timeout=GIT_TIMEOUT)
         if not result.ok:
             raise InfraError(f"cannot diff {task.workdir}: {last_line(result.stderr)}")
-        return result.stdout
+        return read_whole(sandbox, PATCH_PATH)
 
     # -- grading -----------------------------------------------------------------------
     def evaluation_mode(self) -> str:
@@ -358,6 +359,17 @@ def test_spec(row: dict[str, Any], image: str) -> Any:
     from swebench.harness.utils import make_test_spec
 
     return make_test_spec(instance_for_test_spec(row, image))
+
+
+def read_whole(sandbox: "Sandbox", remote: str) -> str:
+    """A file of the sandbox, whole and byte for byte (decoded as the official harness decodes a patch),
+    where an exec's output would be capped: the official harness and mini-swe-agent have no cap."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="agentcompass-fetch-") as tmp:
+        local = Path(tmp) / "file"
+        sandbox.download(remote, local)
+        return local.read_bytes().decode("utf-8", errors="replace")
 
 
 def eval_report(spec: Any, prediction: dict[str, Any], log: Path) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from agentcompass.calls import CALLS_FILE
 from agentcompass.errors import AgentError, InfraError, TrialError, UserError
 from agentcompass.formats.sources import cache_root
 from agentcompass.models import Meter, completion_kwargs, import_litellm, key_hint, request_timeout
+from agentcompass.sandbox import TRUNCATION_MARK
 from agentcompass.schema import Strict
 from agentcompass.task import AgentOutcome, Task
 
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from agentcompass.trial import TrialContext
 
 SUBMIT_LINE = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's end-of-run signal
+UNLIMITED_AGENT_LIFETIME_S = 24 * 3600.0
+UNCAPPED_OUTPUT_PATH = "/tmp/agentcompass-submission.out"
 DEFAULT_COMMAND_TIMEOUT_S = 60.0
 EXIT_STATUSES = {"Submitted": "submitted", "LimitsExceeded": "limits_exceeded", "TimeExceeded": "timeout",
                  "RepeatedFormatError": "format_error", "ContextWindowExceededError": "context_window_exceeded"}
@@ -219,7 +222,10 @@ class SandboxEnvironment:
         # In a persistent shell the working directory is the shell's own, as the agent's `cd` left it.
         where = cwd or (None if self.in_shell else self.cwd)
         result = self.sandbox.exec(text, cwd=where, env=env, timeout=limit)
-        output = {"output": result.stdout + result.stderr, "returncode": result.exit_code, "exception_info": ""}
+        # Text mode, as mini-swe-agent reads a command's output (subprocess text=True): \r\n and \r become \n,
+        # in what the model sees and in the submission (a CRLF file's patch then no longer applies, as in mini).
+        output = {"output": universal_newlines(result.stdout + result.stderr), "returncode": result.exit_code,
+                  "exception_info": ""}
         if result.timed_out:
             output["returncode"] = -1
             output["exception_info"] = f"The command timed out after {limit:.0f} seconds and was killed."
@@ -227,10 +233,22 @@ class SandboxEnvironment:
                  f"{output['output'][-2000:]}\n")
         lines = output["output"].lstrip().splitlines(keepends=True)
         if lines and lines[0].strip() == SUBMIT_LINE and output["returncode"] == 0:
+            if output["output"].endswith(TRUNCATION_MARK):  # mini has no cap: the submission is read whole
+                output["output"] = self.uncapped_output(text, env, where, limit)
+                lines = output["output"].lstrip().splitlines(keepends=True)
             submission = "".join(lines[1:])
             raise Submitted({"role": "exit", "content": submission,
                              "extra": {"exit_status": "Submitted", "submission": submission}})
         return output
+
+    def uncapped_output(self, text: str, env: dict[str, str], cwd: str | None, limit: float) -> str:
+        """The submit command's output once more, into a file fetched whole (an exec's output is capped
+        at 10 MiB; a submit command only prints what it submits)."""
+        from agentcompass.formats.swebench import read_whole
+
+        wrapped = f"( {text}\n) > {UNCAPPED_OUTPUT_PATH} 2>&1"
+        self.sandbox.exec(wrapped, cwd=cwd, env=env, timeout=limit)
+        return universal_newlines(read_whole(self.sandbox, UNCAPPED_OUTPUT_PATH))
 
     def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
         return {**self.config, **self.system_vars, **kwargs}
@@ -238,6 +256,10 @@ class SandboxEnvironment:
     def serialize(self) -> dict[str, Any]:
         return {"info": {"config": {"environment": self.config,
                                     "environment_type": f"{__name__}.{type(self).__name__}"}}}
+
+
+def universal_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def sandbox_system_vars(sandbox: "Sandbox", cwd: str) -> dict[str, str]:
@@ -256,7 +278,9 @@ class MiniSweAgentHarness:
         prompt_config: str = "mini"  # a built-in mini-swe-agent config name or a YAML path
         step_limit: int | None = Field(None, ge=0)  # model calls per trial; 0 = no limit; default: the config's
         cost_limit: float | None = Field(None, ge=0)  # USD billed per token per trial; 0 = no limit; default: the config's
-        wall_time_limit_s: float | None = Field(None, gt=0)  # default: the task's agent timeout
+        # The agent's wall-clock limit; 0: none (mini-swe-agent's own default, which the SWE-bench recipes
+        # keep through their harness_defaults). Default: the task's agent timeout (Terminal-Bench's, Harbor's).
+        wall_time_limit_s: float | None = Field(None, ge=0)
         command_timeout_s: float | None = Field(None, gt=0)  # default: the prompt config's, else 60
         env: dict[str, str] = Field(default_factory=dict)  # added to every command's environment
         submission: bool | None = None  # hand over the submitted text; default: when the config's submit command prints one
@@ -278,9 +302,15 @@ class MiniSweAgentHarness:
         self.submits = self.settings.submission if self.settings.submission is not None else bool(
             SUBMITS_OUTPUT.search(templates))
 
+    def wall_limit_s(self, task: Task) -> float | None:
+        """The agent's wall-clock limit, None for none."""
+        value = self.settings.wall_time_limit_s
+        return task.agent_timeout_s if value is None else (value or None)
+
     def time_limit_s(self, task: Task) -> float | None:
-        """The agent's wall-clock limit: the setting, else the task's agent timeout (the sandbox lives this long)."""
-        return self.settings.wall_time_limit_s or task.agent_timeout_s
+        """How long the agent's phase may keep its sandbox: the wall limit, or without one a day (the longest
+        a cloud sandbox lives), so that the platform still ends a sandbox whose orchestrator died."""
+        return self.wall_limit_s(task) or UNLIMITED_AGENT_LIFETIME_S
 
     def run(
         self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"
@@ -288,7 +318,7 @@ class MiniSweAgentHarness:
         kwargs = completion_kwargs(model)
         secret = kwargs.get("api_key")
         meter = Meter(model, trial.dir / CALLS_FILE)
-        wall_s = self.time_limit_s(task) or 0
+        wall_s = self.wall_limit_s(task) or 0
         lm = self._model(meter, kwargs)
         lm.stopping, lm.timeout = trial.stopping, request_timeout(model)
         env = self._environment(task, sandbox, trial, secret, wall_s)
