@@ -31,6 +31,9 @@ class SandboxSpec:
     env: dict[str, str] = field(default_factory=dict)
     cpus: float | None = None
     memory_mb: int | None = None
+    # vCPUs to reserve without capping (a request, no limit): the official SWE-bench grading on Modal asks
+    # for cpu=4 Modal cores; providers without reservations (docker, local) ignore it.
+    cpu_request: float | None = None
     allow_internet: bool = True
     # Harbor's per-phase network modes (public, no-network, allowlist) the sandbox switches between
     # with set_network; empty: allow_internet holds for the sandbox's whole life.

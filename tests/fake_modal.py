@@ -9,6 +9,11 @@ request <= limit, timeout range); an exec timeout ends the exec'd process only, 
 FAKE_MODAL_CREATE_FAILS="ErrorClass[:N]" makes Sandbox.create raise that error (the first N times);
 FAKE_MODAL_SCHEDULE_S=S makes a new sandbox run commands only S seconds after create returns.
 
+The SDK's own code checks what the real SDK checks before the server sees it: tag keys and values
+(check_tag_dict), object names, env-variable names, and ~/.modal.toml as it is read at `import modal`
+(`imported()`: _read_user_config, then _check_config on every Client.from_credentials); the exception
+classes are the SDK's. The shim (`shim_dir()`) makes `import modal` answer with this module.
+
 Every call is appended to `calls` and, when FAKE_MODAL_LOG names a file, to that file as JSON
 lines, so a test can read what a CLI subprocess asked of the SDK. FAKE_MODAL_LOSE="A,B" makes
 Modal terminate a sandbox mid-command, as a preemption would: the first command of this process
@@ -18,6 +23,9 @@ uses exist; their signatures match the real SDK's (tests/test_modal_provider.py 
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
 import itertools
 import json
 import os
@@ -25,9 +33,11 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+import types
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -38,8 +48,8 @@ LOSE_ENV = "FAKE_MODAL_LOSE"
 LOSE_AFTER_S = 0.5
 FAIL_ENV = "FAKE_MODAL_CREATE_FAILS"  # "ErrorClass" or "ErrorClass:N": Sandbox.create raises it (the first N times)
 SCHEDULE_ENV = "FAKE_MODAL_SCHEDULE_S"  # a new sandbox runs commands only this long after create returns
+CREATE_DELAY_ENV = "FAKE_MODAL_CREATE_S"  # Sandbox.create itself takes this long (Modal short of capacity)
 ARG_MAX_BYTES = 2**16  # the SDK refuses an exec whose arguments add up to more (InvalidError)
-NAME_RULE = re.compile(r"^[a-zA-Z0-9-_.]{1,64}$")  # the SDK's is_valid_object_name
 REJECTED_TOKEN = "ak-rejected"  # Client.from_credentials raises AuthError for this token id
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_DIRS_SKIPPED = {"proc", "dev", "tmp"}
@@ -79,39 +89,55 @@ def reset() -> None:
         _failed_creates = itertools.count()
 
 
-class exception:  # noqa: N801 - the real SDK's module name
-    class Error(Exception):
-        pass
+# -- the real SDK's own code, run without importing the SDK (a CLI subprocess has this fake as `modal`) ----------
+SDK_ROOT = Path(importlib.util.find_spec("modal_proto").origin).parent.parent / "modal"  # type: ignore[arg-type]
 
-    class AuthError(Error):
-        pass
 
-    class InvalidError(Error):
-        pass
+def _real_module(name: str) -> Any:
+    """An SDK module whose imports stay inside the SDK (exception, _utils.name_utils), loaded from the
+    installed package under another name, so it is the SDK's code whatever `modal` is in this process."""
+    if "_real_modal" not in sys.modules:
+        package = types.ModuleType("_real_modal")
+        package.__path__ = [str(SDK_ROOT)]
+        sys.modules["_real_modal"] = package
+    return importlib.import_module(f"_real_modal.{name}")
 
-    class PermissionDeniedError(Error):
-        pass
 
-    class ImageBuildError(Error):
-        pass
+def _sdk_functions(relative: str, names: set[str], namespace: dict[str, Any]) -> dict[str, Any]:
+    """The SDK's own functions (and the module constants among `names`) compiled from its source file into
+    `namespace`, whose globals they then read: what the SDK runs, without the module's import side effects."""
+    tree = ast.parse((SDK_ROOT / relative).read_text(encoding="utf-8"))
+    body = [node for node in tree.body
+            if (isinstance(node, ast.FunctionDef) and node.name in names)
+            or (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in node.targets))]
+    missing = names - {getattr(n, "name", None) or n.targets[0].id for n in body}  # type: ignore[union-attr]
+    assert not missing, f"the modal SDK no longer has {missing} in {relative}"
+    exec(compile(ast.Module(body=body, type_ignores=[]), str(SDK_ROOT / relative), "exec"), namespace)
+    return namespace
 
-    class ServiceError(Error):
-        pass
 
-    class ResourceExhaustedError(Error):
-        pass
+exception = _real_module("exception")  # the SDK's exception classes: what the provider catches is real
+_names = _real_module("_utils.name_utils")  # check_object_name, check_tag_dict: the SDK's own rules
+_sandbox_rules = _sdk_functions("sandbox/_common.py", {"_SECRET_KEYNAME_REGEX", "_validate_sandbox_env"},
+                                {"re": re, "InvalidError": exception.InvalidError})
+config: dict[str, Any] = {}  # what the SDK read at import: the profiles, the active one, the checks
 
-    class ConnectionError(Error):
-        pass
 
-    class AlreadyExistsError(Error):
-        pass
+def imported() -> None:
+    """`import modal`: the SDK reads MODAL_CONFIG_PATH (default ~/.modal.toml) now and never again, with its own
+    _read_user_config (InvalidError for a file it refuses, raised by the import itself)."""
+    path = os.environ.get("MODAL_CONFIG_PATH") or os.path.join(os.path.expanduser("~"), ".modal.toml")
+    namespace = _sdk_functions("config.py", {"_read_user_config", "_check_config", "_config_active_profile"}, {
+        "os": os, "_is_remote": lambda: False, "user_config_path": path, "InvalidError": exception.InvalidError})
+    namespace["_user_config"] = namespace["_read_user_config"]()
+    namespace["_profile"] = os.environ.get("MODAL_PROFILE") or namespace["_config_active_profile"]()
+    config.clear()
+    config.update(namespace)
 
-    class NotFoundError(Error):
-        pass
 
-    class SandboxTerminatedError(Error):
-        pass
+def setting(name: str) -> Any:
+    """modal.config's lookup: MODAL_<NAME>, else the active profile's value."""
+    return os.environ.get(f"MODAL_{name.upper()}") or config.get("_user_config", {}).get(config.get("_profile"), {}).get(name)
 
 
 class Client:
@@ -121,15 +147,18 @@ class Client:
     @classmethod
     def from_credentials(cls, token_id: str, token_secret: str) -> "Client":
         record("Client.from_credentials", token_id, token_secret)
+        config["_check_config"]()  # the SDK checks the file it read even for explicit tokens
         if token_id == REJECTED_TOKEN:
             raise exception.AuthError("Token ID is malformed")
-        return cls(token_id)
+        client = cls(token_id)
+        client.server_url = setting("server_url") or "default"  # modal.config["server_url"], read at import
+        return client
 
     def hello(self) -> None:
         record("Client.hello", self)
 
     def describe(self) -> str:
-        return f"client:{self.token_id}"
+        return f"client:{self.token_id}@{getattr(self, 'server_url', 'default')}"
 
 
 class App:
@@ -141,10 +170,13 @@ class App:
     def lookup(name: str, *, client: Client | None = None, environment_name: str | None = None,
                create_if_missing: bool = False) -> "App":
         record("App.lookup", name, client=client, environment_name=environment_name, create_if_missing=create_if_missing)
-        return App(name)
+        _names.check_object_name(name, "App")
+        app = App(name)
+        app.environment = environment_name or setting("environment") or "default"  # the SDK's _get_environment_name
+        return app
 
     def describe(self) -> str:
-        return self.app_id
+        return f"{self.app_id}@{getattr(self, 'environment', 'default')}"
 
 
 class Image:
@@ -169,6 +201,10 @@ class Image:
         if name.startswith("missing"):
             raise exception.NotFoundError(f"Image '{name}' not found")
         return Image(named=name)
+
+    def build(self, app: Any = None) -> "Image":
+        record("Image.build", self, app)
+        return self
 
     def describe(self) -> dict[str, Any]:
         return self.what
@@ -229,8 +265,8 @@ class ContainerProcess:
 
 def check_values(name: str | None, workdir: str | None, cpu: Any, memory: Any, timeout: int | None) -> None:
     """The SDK's own checks on values, which a signature alone does not catch."""
-    if name is not None and (not NAME_RULE.match(name) or re.match("^ap-[a-zA-Z0-9]{22}$", name)):
-        raise exception.InvalidError(f"Invalid Sandbox name: '{name}'")
+    if name is not None:
+        _names.check_object_name(name, "Sandbox")
     if workdir is not None and not workdir.startswith("/"):
         raise exception.InvalidError(f"workdir must be an absolute path, got {workdir!r}")
     for what, value in (("CPU", cpu), ("memory", memory)):
@@ -274,6 +310,10 @@ class Sandbox:
         if app is None or client is None or image is None:
             raise exception.Error("the provider must pass app, client and image")
         check_values(name, workdir, cpu, memory, timeout)
+        # What the server applies to tags (the SDK's own rule, check_tag_dict) and to env names (the SDK's).
+        _names.check_tag_dict(tags or {})
+        _sandbox_rules["_validate_sandbox_env"]({k: v for k, v in (env or {}).items() if v is not None})
+        time.sleep(float(os.environ.get(CREATE_DELAY_ENV) or 0))
         failure = os.environ.get(FAIL_ENV, "")
         if failure:
             kind, _, times = failure.partition(":")
@@ -308,7 +348,7 @@ class Sandbox:
                 proc = self._popen(("bash", "-c", rest), workdir, {})
                 out, err = proc.communicate()
                 if proc.returncode != 0:
-                    raise exception.ImageBuildError(f"image build failed at {line!r}: {err.decode()}")
+                    raise exception.ImageBuildError(f"image build failed at {line!r}: {err.decode()}", "im-fake")
 
     def _popen(self, args: tuple[str, ...], cwd: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
         argv = ["bwrap", "--die-with-parent", "--bind", str(self.root), "/"]
@@ -424,9 +464,20 @@ BILLING_ENV = "FAKE_MODAL_BILLING"  # a JSON list of report rows (interval_start
 
 
 class Workspace:
+    WORKSPACE = "fake-workspace"
+
     def __init__(self, client: Client | None) -> None:
         self.client = client
         self.billing = WorkspaceBillingManager(self)
+        self.name: str | None = None  # the SDK's: None until hydrated (WorkspaceNameLookup)
+
+    def hydrate(self, client: Client | None = None) -> "Workspace":
+        record("Workspace.hydrate", self, client=client)
+        self.name = self.WORKSPACE
+        return self
+
+    def describe(self) -> str:
+        return f"workspace:{self.name}"
 
     @staticmethod
     def from_context(*, client: Client | None = None) -> "Workspace":
@@ -455,3 +506,14 @@ class WorkspaceBillingManager:
                               "environment_name": "main", "interval_start": begins, "cost": Decimal(row["cost"]),
                               "cost_by_resource": {}, "tags": dict(row.get("tags") or {})})
         return items
+
+
+SHIM = "import sys\n\nimport fake_modal\n\nfake_modal.imported()  # what the SDK reads at import\nsys.modules[__name__] = fake_modal\n"
+
+
+def shim_dir(root: Path) -> Path:
+    """A directory to put first on sys.path (or PYTHONPATH): its `modal` package is this fake, imported afresh."""
+    package = root / "modal"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text(SHIM)
+    return root

@@ -39,10 +39,12 @@ def real_modal():
 def fake(monkeypatch, real_modal, tmp_path):
     """The fake SDK as `modal`, no credentials from the environment or ~/.modal.toml."""
     fake_modal.reset()
-    monkeypatch.setitem(sys.modules, "modal", fake_modal)
-    for var in ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE"):
+    for var in ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE", "MODAL_SERVER_URL", "MODAL_ENVIRONMENT"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("MODAL_CONFIG_PATH", str(tmp_path / "no-modal.toml"))
+    # `import modal` runs the shim, which reads the config as the SDK does at import, then answers with the fake.
+    monkeypatch.delitem(sys.modules, "modal")
+    monkeypatch.syspath_prepend(str(fake_modal.shim_dir(tmp_path / "shim")))
     yield fake_modal
     for sandbox in list(fake_modal.Sandbox.running.values()):
         sandbox.terminate()
@@ -98,6 +100,9 @@ def test_every_sdk_call_binds_to_the_real_signature(fake, real_modal, tmp_path):
         "Image.from_registry": (real_modal.Image.from_registry, False),
         "Image.from_dockerfile": (real_modal.Image.from_dockerfile, False),
         "Image.from_name": (real_modal.Image.from_name, False),
+        "Image.build": (real_modal.Image.build, False),
+        "Workspace.hydrate": (real_modal.Workspace.hydrate, False),
+        "Workspace.from_context": (real_modal.Workspace.from_context, False),
         "Sandbox.create": (real_modal.Sandbox.create, False),
         "Sandbox.exec": (real_modal.Sandbox.exec, False),
         "Sandbox.terminate": (real_modal.Sandbox.terminate, False),
@@ -127,12 +132,13 @@ def test_create_maps_the_spec_onto_modal(fake, tmp_path):
     [(_, args, create)] = calls("Sandbox.create")
     assert args == ()
     assert create["image"].what == {"dockerfile": str(context / "Dockerfile"), "context_dir": str(context)}
-    # (request, limit): a plain number is only a request on Modal, which a runaway process may exceed.
-    assert (create["cpu"], create["memory"], create["timeout"], create["block_network"]) == ((2, 2), (1024, 1024), 600, True)
+    # (request, limit): a plain number is only a request on Modal, which a runaway process may exceed. Modal's cpu
+    # counts physical cores (2 vCPUs each): the task's 2 vCPUs are 1 core, what docker's --cpus=2 gives it.
+    assert (create["cpu"], create["memory"], create["timeout"], create["block_network"]) == ((1, 1), (1024, 1024), 600, True)
     assert create["workdir"] == "/app" and create["env"] == {"A": "1"}
     owner = create["tags"].pop("agentcompass.owner")
     assert create["tags"] == {"agentcompass": "1", "run": "r", "trial": "t.1"}
-    assert owner.split("/")[1] == str(os.getpid())  # which process opened it, for the name-clash rule
+    assert owner.split("_")[1] == str(os.getpid())  # which process opened it, for the name-clash rule
     assert len(create["name"]) <= 64 and create["name"].startswith("ac-xxx")
     assert create["app"].name == "agentcompass" and create["client"].token_id == "ak-test"
     assert box.has_task_image is True
@@ -217,16 +223,52 @@ def test_sandbox_names_follow_modals_rule_and_stay_unique(fake):
     names = {modal_name(sandbox_name("run", "tâche-" + "x" * 150, attempt)) for attempt in (1, 2, 3)}
     assert len(names) == 3
     for name in names:
-        assert fake_modal.NAME_RULE.match(name), name
+        assert fake_modal._names.is_valid_object_name(name), name  # the SDK's own rule
     assert modal_name("a/b") != modal_name("a:b")
     box = provider().open(spec("tâche"))  # the fake checks the name as the SDK does
     box.close()
+
+
+def test_the_fake_refuses_what_the_sdk_refuses(fake):
+    """Each rule the fake applies is the SDK's own: tags, names and env names it refuses, the fake refuses."""
+    p = provider()
+    client, app = p._connect()
+    image = fake.Image.from_registry("python:3.11-slim")
+    for bad in ({"tags": {"agentcompass.owner": "host/1/2/x"}}, {"tags": {"k": "v" * 64}}, {"name": "a" * 65},
+                {"env": {"1BAD": "x"}}, {"env": {"A-B": "x"}}):
+        with pytest.raises(fake.exception.InvalidError):
+            fake.Sandbox.create(**{"app": app, "client": client, "image": image, **bad})
+
+
+def test_tags_hold_only_modals_characters_and_stay_distinct(fake):
+    """Run names and task ids may hold any character; Modal's tag rule is [a-zA-Z0-9._-]{1,63}."""
+    from agentcompass.providers.modal import modal_tag
+
+    box = provider().open(SandboxSpec(name="t1", workdir="/app", image="python:3.11-slim",
+                                      labels={"agentcompass": "1", "run": "my run/2 ü", "trial": "org/task:" + "x" * 80 + ".1"}))
+    box.close()
+    [(_, _, create)] = calls("Sandbox.create")
+    fake._names.check_tag_dict(create["tags"])  # what the server would refuse (InvalidError, fatal)
+    assert create["tags"]["run"] == modal_tag("my run/2 ü") != modal_tag("my run-2 ü")
+    assert modal_tag("plain-1.x_y") == "plain-1.x_y"
 
 
 def test_a_command_longer_than_modals_argv_limit_runs_from_a_file(sandbox):
     payload = "x" * 100_000
     result = sandbox.exec(f"echo {payload} | wc -c")
     assert (result.exit_code, result.stdout.strip()) == (0, str(len(payload) + 1))
+
+
+@pytest.mark.parametrize("slow", [fake_modal.CREATE_DELAY_ENV, fake_modal.SCHEDULE_ENV])
+def test_scheduling_is_bounded_by_ready_timeout(fake, monkeypatch, slow):
+    """Modal short of capacity: create (or the first command) blocks for 6 s; ready_timeout 2 ends the wait as an
+    infra error naming the time waited, and the sandbox made late is terminated, never left running."""
+    monkeypatch.setenv(slow, "6")
+    started = time.monotonic()
+    with pytest.raises(InfraError, match=r"not ready within ready_timeout = 2s \(waited 2\.\d+s"):
+        provider(ready_timeout=2).open(spec())
+    assert time.monotonic() - started < 4
+    assert fake_modal.wait_until(lambda: not fake_modal.Sandbox.running, timeout=10)
 
 
 def test_waiting_for_scheduling_is_not_command_time(fake, monkeypatch):
@@ -412,11 +454,9 @@ def test_rejected_credentials_are_a_user_error(fake):
 @pytest.fixture
 def modal_cli(cli, real_modal, tmp_path):
     """`agentcompass ...` with `import modal` answered by the fake; returns (run, sdk calls)."""
-    shim = tmp_path / "shim" / "modal"
-    shim.mkdir(parents=True)
-    (shim / "__init__.py").write_text("from fake_modal import *  # noqa\nfrom fake_modal import exception  # noqa\n")
+    shim = fake_modal.shim_dir(tmp_path / "shim")
     log = tmp_path / "sdk-calls.jsonl"
-    path = os.pathsep.join([str(shim.parent), str(TESTS), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join([str(shim), str(TESTS), os.environ.get("PYTHONPATH", "")])
     base = {"PYTHONPATH": path, fake_modal.LOG_ENV: str(log), "MODAL_CONFIG_PATH": str(tmp_path / "none.toml"),
             "MODAL_TOKEN_ID": "", "MODAL_TOKEN_SECRET": "", "HOME": str(tmp_path)}
 
@@ -683,7 +723,58 @@ def test_env_check_names_each_credential_source_alone(modal_cli, tmp_path, sourc
     assert used == [(expected[1], SECRET)] and any(c["call"] == "Client.hello" for c in sdk)
     assert SECRET not in run.stdout + run.stderr
     if source == "profile":
-        assert "environment: dev (from the profile)" in run.stdout
+        assert f"environment: dev (from profile 'work' of {tmp_path / 'profiles.toml'})" in run.stdout
+    assert "workspace: fake-workspace" in run.stdout and "server: " in run.stdout
+
+
+TWO_PROFILES = ('[work]\ntoken_id = "ak-work"\ntoken_secret = "as-work"\nserver_url = "https://work.invalid"\n'
+                'environment = "dev"\n[home]\ntoken_id = "ak-home"\ntoken_secret = "as-home"\n')
+
+
+@pytest.mark.parametrize("source", ["config", "environment"])
+def test_explicit_tokens_work_with_any_modal_toml_and_ignore_its_profile(modal_cli, tmp_path, source):
+    """Two profiles, none active: the SDK's _check_config refuses the file ("No Modal profile is active") even
+    for Client.from_credentials; explicit tokens are no profile's, so neither that nor its server_url applies."""
+    extra = ("--config", str(private_config(tmp_path))) if source == "config" else ()
+    env = {**modal_toml(tmp_path, TWO_PROFILES), "MY_MODAL_SECRET": SECRET,
+           **({"MODAL_TOKEN_ID": "ak-env", "MODAL_TOKEN_SECRET": SECRET} if source == "environment" else {})}
+    run, used, sdk = env_check(modal_cli, tmp_path, *extra, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "server: Modal default (from the SDK's default (the profile's settings go with its own tokens only))" in run.stdout
+    assert "environment: the workspace default" in run.stdout
+    [lookup_client] = [c for c in sdk if c["call"] == "Client.hello"]
+    assert lookup_client["args"][0].endswith("@default")  # the client did not take the profile's server_url
+    results = tmp_path / "results"
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(results), *extra, env=env)
+    assert run.returncode == 0, run.stderr
+    assert all(c["kwargs"]["app"].endswith("@default") for c in sdk if c["call"] == "Sandbox.create")
+
+
+def test_the_sdks_own_refusal_of_modal_toml_is_one_line(modal_cli, tmp_path):
+    """Profile tokens from a file with two active profiles: the SDK refuses it; we say so in one line."""
+    text = TWO_PROFILES.replace("[work]\n", "[work]\nactive = true\n").replace("[home]\n", "[home]\nactive = true\n")
+    run, _ = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(tmp_path / "r"),
+                       env=modal_toml(tmp_path, text))
+    assert run.returncode == 2 and "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "modal profile activate" in run.stderr
+
+
+def test_a_malformed_modal_toml_does_not_stop_config_tokens(modal_cli, tmp_path):
+    run, _ = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(tmp_path / "r"),
+                       "--config", str(private_config(tmp_path)),
+                       env={**modal_toml(tmp_path, "[work\ntoken_id = 1"), "MY_MODAL_SECRET": SECRET})
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+
+
+def test_the_fake_reads_modal_toml_as_the_sdk_does(fake, tmp_path, monkeypatch):
+    """What the SDK refuses at import (a malformed file) and at from_credentials (_check_config), the fake refuses."""
+    monkeypatch.setenv("MODAL_CONFIG_PATH", str(modal_toml(tmp_path, "[work\n")["MODAL_CONFIG_PATH"]))
+    with pytest.raises(fake.exception.InvalidError, match="Error when reading the modal configuration"):
+        fake.imported()
+    monkeypatch.setenv("MODAL_CONFIG_PATH", str(modal_toml(tmp_path, TWO_PROFILES)["MODAL_CONFIG_PATH"]))
+    fake.imported()
+    with pytest.raises(fake.exception.InvalidError, match="No Modal profile is active"):
+        fake.Client.from_credentials("ak-x", "as-x")
 
 
 def test_env_check_with_every_source_uses_the_config_file(modal_cli, tmp_path):

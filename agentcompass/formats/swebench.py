@@ -50,6 +50,7 @@ EVAL_SCRIPT_PATH = "/tmp/agentcompass-eval.sh"
 EVAL_LOG_PATH = "/tmp/agentcompass-eval.log"
 ASSETS_DIR = "/image_assets"  # where the official harness stages image_assets
 EVALUATION_MODES = ("fresh", "same")
+OFFICIAL_MODAL_GRADING_VCPUS = 8.0  # run_evaluation_modal.py: Sandbox.create(..., cpu=4), 2 vCPUs a core
 # The order swebench.harness.run_evaluation tries (its GIT_APPLY_CMDS), on a pristine tree each time.
 APPLY_COMMANDS = (
     "git apply --verbose",
@@ -185,8 +186,10 @@ class SwebenchFormat:
         recipe's resource limits, which the official evaluation container does not have either."""
         if self.evaluation_mode() != "fresh":
             return None
+        # cpu_request: swebench's modal_eval creates its sandbox with cpu=4 (Modal cores, 8 vCPUs), a request
+        # without a limit; docker's official containers have no limits at all (docker ignores a request).
         return replace(spec, name=f"{spec.name[:114]}-grade", cpus=None, memory_mb=None,
-                       labels={**spec.labels, "phase": "grade"})
+                       cpu_request=OFFICIAL_MODAL_GRADING_VCPUS, labels={**spec.labels, "phase": "grade"})
 
     def collect(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> AgentOutcome:
         """In the agent's sandbox before it closes: the harness's own submission ("" when it submitted

@@ -27,7 +27,7 @@ from pydantic import AliasChoices, Field, SecretStr, model_validator
 
 from agentcompass.errors import BuildFailed, FatalInfraError, InfraError, TrialError, UserError
 from agentcompass.providers.modal_setup import (  # noqa: F401  (modal_credentials: re-exported for tests)
-    CREDENTIALS_HINT, ModalCredentials, modal_credentials, modal_readiness,
+    CREDENTIALS_HINT, ModalCredentials, import_modal, modal_credentials, modal_readiness,
 )
 from agentcompass.providers.remote import (
     DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed,
@@ -45,6 +45,9 @@ DEFAULT_LIFETIME_S = 2 * 3600  # when neither the settings nor the task say how 
 MAX_LIFETIME_S = 24 * 3600  # Modal's own ceiling for a sandbox's timeout
 MAX_NAME_LEN = 64  # Modal object names: [a-zA-Z0-9_.-], at most 64 characters
 NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")  # the SDK's is_valid_object_name
+MAX_TAG_LEN = 63  # the SDK's check_tag_dict: keys and values [a-zA-Z0-9._-]{1,63}, the name alphabet
+VCPUS_PER_CORE = 2  # Modal's `cpu` counts physical cores, each two vCPUs; docker's --cpus and GCP count vCPUs
+MIN_CPU = 0.125  # Modal's smallest (and default) CPU request, in cores
 MISSING_EXIT = 44  # the download script's exit code for a path that does not exist
 UPLOAD_CHUNK = 1024 * 1024
 MAX_INLINE_COMMAND = 60 * 1024  # Modal refuses an exec whose arguments pass 64 KiB (ARG_MAX_BYTES in the SDK)
@@ -64,6 +67,26 @@ def modal_name(name: str) -> str:
     return f"{safe[: MAX_NAME_LEN - len(digest) - 1]}-{digest}"
 
 
+def modal_tag(text: str) -> str:
+    """A tag key or value Modal accepts ([a-zA-Z0-9._-], 1 to 63 characters); one that had to change keeps a
+    hash of the original, so two different labels never become the same tag."""
+    safe = "".join(c if c in NAME_CHARS else "-" for c in text)
+    if safe == text and 0 < len(text) <= MAX_TAG_LEN:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return f"{safe[: MAX_TAG_LEN - len(digest) - 1]}-{digest}"
+
+
+def modal_tags(labels: dict[str, str]) -> dict[str, str]:
+    return {modal_tag(k): modal_tag(v) for k, v in labels.items()}
+
+
+def modal_cpu(vcpus: float) -> float:
+    """A task's vCPUs (docker's --cpus, GCP's machine types) as Modal cores, so a task gets the same CPU on
+    every env (and is billed for what it asked): 2 vCPUs a core, at least Modal's smallest request."""
+    return max(MIN_CPU, vcpus / VCPUS_PER_CORE)
+
+
 class ModalProvider:
     name = "modal"
     extra, extra_modules = "modal", ("modal",)  # checked before a run (registry.check_extra)
@@ -80,7 +103,8 @@ class ModalProvider:
         image: str | None = None  # run-wide registry image for every task, instead of the task's own
         named_image: str | None = None  # a published Modal image, looked up by name (Image.from_name)
         add_python: str | None = None  # e.g. "3.11": let Modal add Python to an image without it
-        # cpu and memory (MiB) override the task's; both are passed as (request, limit), like docker's caps.
+        # cpu (Modal cores: 1 core = 2 vCPUs) and memory (MiB) override the task's; both are passed as
+        # (request, limit), like docker's caps. Without it, the task's cpus (vCPUs) are converted to cores.
         cpu: Positive | None = Field(None, validation_alias=AliasChoices("cpus", "cpu"))
         memory: PositiveInt | None = Field(None, validation_alias=AliasChoices("memory_mb", "memory"))
         gpu: str | None = None  # e.g. "A10G" or "H100:2"
@@ -109,7 +133,8 @@ class ModalProvider:
         self._app: "modal.App | None" = None
         self._images: dict[str, "modal.Image"] = {}
         self._failed_builds: dict[str, str] = {}  # image key -> the failure, reported once per image
-        self._owner = process_owner(uuid.uuid4().hex[:8])  # tags our sandboxes, for the name-clash rule
+        self._owner = process_owner(uuid.uuid4().hex[:8], sep="_")  # tags our sandboxes, for the name-clash rule
+        self.aborting = threading.Event()  # set on Ctrl-C: trials waiting for Modal to schedule give up
 
     # -- connection ----------------------------------------------------------------------
     def _connect(self) -> tuple["modal.Client", "modal.App"]:
@@ -120,17 +145,24 @@ class ModalProvider:
                 credentials = self._credentials()
                 if credentials is None:
                     raise UserError(CREDENTIALS_HINT)
-                import modal  # after the checks: the SDK raises at import on a ~/.modal.toml it refuses
-
+                modal = import_modal(credentials)
                 try:
                     client = modal.Client.from_credentials(credentials.token_id, credentials.token_secret)
                     self._app = modal.App.lookup(s.app_name, client=client, environment_name=s.environment_name,
                                                  create_if_missing=True)
                 except modal.exception.AuthError as exc:
-                    raise UserError(f"Modal rejected the credentials ({one_line(exc)[:200]}); {CREDENTIALS_HINT}") from exc
+                    raise UserError(f"Modal rejected the credentials from {credentials.source} ({one_line(exc)[:200]}); "
+                                    f"{CREDENTIALS_HINT}") from exc
+                except modal.exception.InvalidError as exc:  # the SDK's own configuration checks (_check_config)
+                    raise UserError(f"the modal SDK refused its configuration ({one_line(exc)[:200]}); "
+                                    "run `modal profile activate NAME` or fix ~/.modal.toml") from exc
+                except modal.exception.NotFoundError as exc:  # e.g. an environment that does not exist
+                    raise UserError(f"Modal cannot find app '{s.app_name}' in environment "
+                                    f"'{s.environment_name or 'the default'}' ({one_line(exc)[:200]}); check "
+                                    "environment_name (`modal environment list`)") from exc
                 except (modal.exception.Error, OSError) as exc:
                     raise UserError(f"cannot reach Modal app '{s.app_name}' ({one_line(exc)[:200]}); "
-                                    "check the network and `modal token` setup") from exc
+                                    "check the network, then `agentcompass env check modal`") from exc
                 self._client = client
             return self._client, self._app
 
@@ -157,29 +189,79 @@ class ModalProvider:
                             "pass one with --env-params '{\"image\": \"NAME\"}'")
         self._connect()
 
+    def interrupt(self) -> None:
+        """The run is ending (Ctrl-C, SIGTERM; the scheduler calls this): stop waiting for Modal to schedule."""
+        self.aborting.set()
+
     def open(self, spec: SandboxSpec) -> "ModalSandbox":
         import modal
 
         client, app = self._connect()
-        image, own = self._image_for(spec, client)
         s = self.settings
+        try:
+            image, own = self._image_for(spec, client, app)
+        except modal.exception.ImageBuildError as exc:
+            raise self._build_failed(spec, exc) from exc
         block = s.block_network if s.block_network is not None else not spec.allow_internet
         lifetime = min(int(s.timeout or spec.lifetime_s or DEFAULT_LIFETIME_S), MAX_LIFETIME_S)
         name = modal_name(spec.name)
-        create = dict(app=app, name=name, tags={**spec.labels, OWNER_LABEL: self._owner}, image=image,
+        cpu: Any = request_and_limit(s.cpu or (modal_cpu(spec.cpus) if spec.cpus else None))
+        if cpu is None and spec.cpu_request:  # a request without a limit (the official SWE-bench grading's)
+            cpu = modal_cpu(spec.cpu_request)
+        create = dict(app=app, name=name, tags=modal_tags({**spec.labels, OWNER_LABEL: self._owner}), image=image,
                       env={**spec.env, **s.env_variables} or None, timeout=lifetime, idle_timeout=s.idle_timeout,
-                      workdir=spec.workdir or None, gpu=s.gpu, cpu=request_and_limit(s.cpu or spec.cpus),
+                      workdir=spec.workdir or None, gpu=s.gpu, cpu=cpu,
                       memory=request_and_limit(s.memory or spec.memory_mb), region=s.region,
                       block_network=block, client=client)
         try:
-            sandbox = self._create(create, spec)
+            return self._scheduled(create, spec, own)
         except modal.exception.ImageBuildError as exc:
             raise self._build_failed(spec, exc) from exc
         except modal.exception.Error as exc:
             raise classify(exc, f"cannot create Modal sandbox {name}") from exc
-        box = ModalSandbox(sandbox, spec, s, has_task_image=own)
-        box.wait_ready(s.ready_timeout)
-        return box
+
+    def _scheduled(self, create: dict[str, Any], spec: SandboxSpec, own: bool) -> "ModalSandbox":
+        """Sandbox.create and the first command, together bounded by ready_timeout. Both block while Modal
+        looks for capacity (create's RPC, then exec waiting for the sandbox's task), so they run on a helper
+        thread; past the bound, or on Ctrl-C, the sandbox is terminated, now or as soon as create returns."""
+        s, name = self.settings, create["name"]
+        lock = threading.Lock()
+        made: list[ModalSandbox] = []
+        given_up = threading.Event()
+        outcome: list[BaseException | None] = []
+
+        def schedule() -> None:
+            try:
+                box = ModalSandbox(self._create(create, spec), spec, s, has_task_image=own)
+                with lock:
+                    made.append(box)
+                    late = given_up.is_set()
+                if late:
+                    box.close()
+                    return
+                box.wait_ready(s.ready_timeout)
+                outcome.append(None)
+            except BaseException as exc:  # handed to the trial's thread below
+                outcome.append(exc)
+
+        started = time.monotonic()
+        helper = threading.Thread(target=schedule, name=f"modal-schedule-{name}", daemon=True)
+        helper.start()
+        while helper.is_alive() and not self.aborting.is_set() and time.monotonic() - started < s.ready_timeout:
+            helper.join(0.2)
+        if outcome:
+            if outcome[0] is not None:
+                raise outcome[0]
+            return made[0]
+        with lock:
+            given_up.set()
+            for box in made:
+                box.close()
+        if self.aborting.is_set():
+            raise InfraError("interrupted")
+        raise InfraError(f"Modal sandbox {name} was not ready within ready_timeout = {s.ready_timeout}s "
+                         f"(waited {time.monotonic() - started:.1f}s for create and its first command): Modal may be "
+                         "short of capacity; retried, or raise ready_timeout / lower --task-concurrency")
 
     def _create(self, create: dict[str, Any], spec: SandboxSpec) -> "modal.Sandbox":
         """Sandbox.create; a name still held is waited for while its sandbox ends (an earlier attempt's, just
@@ -201,7 +283,7 @@ class ModalProvider:
                         raise InfraError(f"Modal sandbox name {name} was not freed within {NAME_RELEASE_WAIT_S}s")
                     time.sleep(0.5)
                     continue
-                if not is_leftover(holder.get_tags(), True, spec.labels, self._owner):
+                if not is_leftover(holder.get_tags(), True, modal_tags(spec.labels), self._owner):
                     raise InfraError(f"Modal sandbox name {name} is held by a live sandbox of another process; is another "
                                      f"run using this run name? end it, or: agentcompass cleanup --env modal --run-name "
                                      f"{spec.labels.get('run', 'NAME')}")
@@ -226,7 +308,7 @@ class ModalProvider:
         import modal
 
         client, app = self._connect()
-        tags = {"agentcompass": "1", **({"run": run_name} if run_name else {})}
+        tags = modal_tags({"agentcompass": "1", **({"run": run_name} if run_name else {})})
         terminated = 0
         for sandbox in modal.Sandbox.list(app_id=app.app_id, tags=tags, client=client):
             try:
@@ -243,8 +325,9 @@ class ModalProvider:
             return f"named:{s.named_image}" if s.named_image else str(s.image or spec.image)
         return f"{spec.build_context} {sorted(spec.build_args.items())}"
 
-    def _image_for(self, spec: SandboxSpec, client: "modal.Client") -> tuple["modal.Image", bool]:
-        """The image to run and whether it is the task's own (then it already holds the task's files).
+    def _image_for(self, spec: SandboxSpec, client: "modal.Client", app: "modal.App") -> tuple["modal.Image", bool]:
+        """The image to run, built, and whether it is the task's own (then it already holds the task's files).
+        Built here (Image.build), once per image, so that a long build never counts against ready_timeout.
 
         Precedence: the settings' image or named_image, then the task's registry image (the recipe's
         per-provider override already merged into it), then the task's Dockerfile."""
@@ -269,9 +352,12 @@ class ModalProvider:
                     context = spec.build_context
                     image = modal.Image.from_dockerfile(context / "Dockerfile", context_dir=context,
                                                         build_args=spec.build_args, add_python=s.add_python)
+                image = image.build(app) or image  # the SDK returns the image itself, now hydrated
             except modal.exception.NotFoundError as exc:
                 raise FatalInfraError(f"Modal image '{s.named_image}' not found ({one_line(exc)[:200]}); "
                                       "check named_image and environment_name") from exc
+            except modal.exception.ImageBuildError:
+                raise
             except modal.exception.Error as exc:
                 raise classify(exc, "cannot look up the Modal image") from exc
             with self._lock:
@@ -281,7 +367,7 @@ class ModalProvider:
 
 def request_and_limit(value: float | None) -> Any:
     """Modal reads a plain cpu or memory as a request that a busy process may exceed; a (request, limit)
-    pair caps it as docker does, so results stay comparable across envs."""
+    pair caps it as docker does (with cpu already in Modal's cores: modal_cpu), so results stay comparable."""
     return None if value is None else (value, value)
 
 
@@ -315,15 +401,9 @@ class ModalSandbox(RemoteSandbox):
                 f"agentcompass cleanup --env modal)")
 
     def wait_ready(self, timeout: float) -> None:
-        """Wait, bounded, until the sandbox runs commands: Modal returns from create before it is scheduled,
-        and that wait must count neither against the first command's timeout nor forever."""
-        process = self._start("true", timeout=math.ceil(timeout))
-        waiter = threading.Thread(target=self._wait, args=(process,), daemon=True)
-        waiter.start()
-        waiter.join(timeout)
-        if waiter.is_alive():
-            self.close()
-            raise InfraError(f"Modal sandbox {self.id} did not start within {timeout:.0f}s")
+        """The first command: Modal returns from create before the sandbox is scheduled, and exec waits for
+        it. The caller bounds this wait (ModalProvider._scheduled); it never counts as a command's time."""
+        self._wait(self._start("true", timeout=math.ceil(timeout)))
 
     # -- exec ----------------------------------------------------------------------------
     def exec(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -29,6 +30,54 @@ class ModalCredentials(NamedTuple):
     token_secret: str
     source: str  # where they came from, for `env check`; never the values
     environment: str | None = None  # the ~/.modal.toml profile's environment, the SDK's default for lookups
+    profile: dict[str, Any] | None = None  # the profile the tokens came from; None: explicit tokens (config, env)
+
+    @property
+    def explicit(self) -> bool:
+        return self.profile is None
+
+
+class ModalSetting(NamedTuple):
+    value: str | None
+    source: str
+
+
+def import_modal(credentials: ModalCredentials) -> Any:
+    """The modal SDK, imported as it should see its configuration. The SDK reads ~/.modal.toml once, at import,
+    and applies its active profile (server_url, environment) and its checks (`_check_config`: one profile
+    active) even to Client.from_credentials; explicit tokens (config, environment) are not that profile's, so
+    for them it is imported with no file at all: only MODAL_* variables apply, and any ~/.modal.toml works."""
+    if "modal" in sys.modules:
+        return sys.modules["modal"]
+    saved = os.environ.get("MODAL_CONFIG_PATH")
+    if credentials.explicit:
+        os.environ["MODAL_CONFIG_PATH"] = os.devnull
+    try:
+        import modal
+    except Exception as exc:  # InvalidError: a file the SDK refuses
+        raise UserError(f"the modal SDK refused its configuration ({one_line(exc)[:200]}); fix {modal_config_path()} "
+                        "or run `modal token set`") from None
+    finally:
+        if saved is None:
+            os.environ.pop("MODAL_CONFIG_PATH", None)
+        else:
+            os.environ["MODAL_CONFIG_PATH"] = saved
+    return modal
+
+
+def modal_setting(name: str, credentials: ModalCredentials, configured: str | None = None,
+                  configured_source: str = "") -> ModalSetting:
+    """A setting as the SDK resolves it (modal.config: MODAL_<NAME> over the profile), after ours: the
+    configured value, then the environment variable, then (profile tokens only) the profile's."""
+    if configured:
+        return ModalSetting(configured, configured_source)
+    variable = f"MODAL_{name.upper()}"
+    if os.environ.get(variable):
+        return ModalSetting(os.environ[variable], variable)
+    if credentials.profile and credentials.profile.get(name):
+        return ModalSetting(str(credentials.profile[name]), credentials.source)
+    return ModalSetting(None, "the SDK's default" + (" (the profile's settings go with its own tokens only)"
+                                                      if credentials.explicit and modal_config_path().is_file() else ""))
 
 
 def modal_config_path() -> Path:
@@ -66,7 +115,7 @@ def modal_credentials(token_id: str | None, token_secret: str | None,
     if profile.get("token_id") and profile.get("token_secret"):
         environment = profile.get("environment")
         return ModalCredentials(str(profile["token_id"]), str(profile["token_secret"]),
-                                f"profile '{name}' of {path}", str(environment) if environment else None)
+                                f"profile '{name}' of {path}", str(environment) if environment else None, profile)
     return None
 
 
@@ -85,20 +134,33 @@ def modal_readiness(provider: Any, live: bool, config_source: str = "") -> Readi
                            f"no token in {modal_config_path()})", *SETUP_STEPS)
     s = provider.settings
     report.facts.append(f"credentials: {credentials.source}")
-    report.facts.append(f"environment: {s.environment_name or credentials.environment or 'the workspace default'}"
-                        + (" (from the profile)" if not s.environment_name and credentials.environment else ""))
+    server = modal_setting("server_url", credentials)
+    environment = modal_setting("environment", credentials, s.environment_name, "environment_name in the env settings")
+    report.facts.append(f"server: {server.value or 'Modal default'} (from {server.source})")
+    report.facts.append(f"environment: {environment.value or 'the workspace default'} (from {environment.source})")
     report.facts.append(f"app: {s.app_name} (created when missing)")
+    report.facts.append("sandbox CPU: a task's cpus (vCPUs) / 2 = Modal cores, capped at that; "
+                        f"ready_timeout {s.ready_timeout}s for scheduling")
     if not live:
         return report
-    import modal
-
+    try:
+        modal = import_modal(credentials)
+    except UserError as exc:
+        return report.fail(one_line(exc), *SETUP_STEPS)
     try:
         client = modal.Client.from_credentials(credentials.token_id, credentials.token_secret)
         client.hello()
+        workspace = modal.Workspace.from_context(client=client)
+        name = getattr(workspace, "name", None)  # WorkspaceNameLookup: read once the workspace is hydrated
+        hydrate = getattr(workspace, "hydrate", None)
+        if name is None and callable(hydrate):
+            name = getattr(hydrate() or workspace, "name", None)
     except modal.exception.AuthError as exc:
         return report.fail(f"Modal rejected the credentials from {credentials.source} ({one_line(exc)[:200]})",
                            *SETUP_STEPS)
+    except modal.exception.InvalidError as exc:
+        return report.fail(f"the modal SDK refused its configuration ({one_line(exc)[:200]})", *SETUP_STEPS)
     except (modal.exception.Error, OSError) as exc:
         return report.fail(f"cannot reach Modal ({one_line(exc)[:200]})", "check the network, then run this again")
-    report.facts.append("Modal accepted the credentials (client hello)")
+    report.facts.append(f"workspace: {name or 'unknown'} (Modal accepted the credentials)")
     return report

@@ -4,6 +4,7 @@ sandbox only through exec and archives, never through a shared filesystem."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import tarfile
@@ -107,22 +108,25 @@ def is_leftover(labels: dict[str, str], running: bool, trial_labels: dict[str, s
     return (holder == owner or owner_is_gone(holder)) if holder else not running
 
 
-def process_owner(instance: str, pid: int | None = None) -> str:
-    """A process as `host/pid/start/instance`: a pid alone is reused, its start time (since boot) is not."""
+def process_owner(instance: str, pid: int | None = None, sep: str = "/") -> str:
+    """A process as `host/pid/start/instance`: a pid alone is reused, its start time (since boot) is not.
+    `sep` "_" gives a value in Modal's tag alphabet ([a-zA-Z0-9._-], at most 63: the host is cut to 30)."""
     pid = pid or os.getpid()
     try:  # field 22 of /proc/PID/stat, counted after the parenthesised command name
         start = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         start = "gone"
-    return f"{socket.gethostname()}/{pid}/{start}/{instance}"
+    host = socket.gethostname() if sep == "/" else re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname())[:30]
+    return sep.join([host, str(pid), start, instance])
 
 
 def owner_is_gone(owner: str) -> bool:
     """True only when sure: the owner ran on this host and that process has ended."""
-    host, pid, start, instance = (owner.split("/") + ["", "", ""])[:4]
-    if host != socket.gethostname() or not pid.isdigit():
+    sep = "/" if "/" in owner else "_"
+    host, pid, start, instance = (owner.split(sep) + ["", "", ""])[:4]
+    if host != process_owner("", sep=sep).split(sep)[0] or not pid.isdigit():
         return False
-    return process_owner(instance, int(pid)) != owner
+    return process_owner(instance, int(pid), sep) != owner
 
 
 def read_frames(sock: Any, deadline: float | None, keep: int,
