@@ -187,7 +187,7 @@ class HarborFormat:
         if not configs:
             raise UserError(f"benchmark '{self.recipe.name}': no Harbor tasks (dirs with task.toml) in {root}")
         warn_unknown(self.recipe.name, configs)
-        return select_tasks([self.load_task(d, c) for d, c in configs.items()], self.recipe.params)
+        return select_tasks([self.load_task(d, c) for d, c in configs.items()], self.recipe.params, self.recipe.name)
 
     def load_task(self, task_dir: Path | str, config: TaskConfig | None = None) -> Task:
         # Plain strings and one listing of environment/, not Path objects and a stat per file: a dataset
