@@ -11,7 +11,8 @@ from typing import Any
 
 from agentcompass.calls import CALLS_FILE
 from agentcompass.errors import UserError
-from agentcompass.results import TrialResult, read_jsonl, read_trials
+from agentcompass.results import TrialResult, read_jsonl, read_trials, unfinished_tail
+from agentcompass.runlock import holder_of
 
 
 @dataclass
@@ -39,6 +40,9 @@ class Setup:
     model: dict[str, Any]
     k: int
     trials: list[Trial] = field(default_factory=list)
+    status: str = "completed"  # run.json's; "running" only while a process holds the run (else "killed")
+    holder: str | None = None  # the pid of the process running it now
+    trials_expected: int | None = None  # summary.json's: tasks x k
 
     @property
     def hourly_usd(self) -> float | None:
@@ -84,8 +88,13 @@ def load_setup(directory: Path, name: str) -> Setup:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{directory / 'run.json'} is unreadable ({type(exc).__name__}: {exc}); "
                         "pass a results directory written by agentcompass run") from None
+    setup.holder = holder_of(directory)
+    recorded_status = str(info.get("status") or "completed")
+    setup.status = "killed" if recorded_status == "running" and setup.holder is None else recorded_status
+    setup.trials_expected = expected_trials(directory)
     results, problems = read_trials(directory / "trials.jsonl")
-    for problem in problems:
+    torn = unfinished_tail(directory / "trials.jsonl") if setup.holder is None else None  # else: a write in flight
+    for problem in [*problems, *([torn] if torn else [])]:
         print(f"warning: {problem}", file=sys.stderr, flush=True)
     for (task_id, attempt), result in sorted(results.items()):
         if attempt > setup.k:
@@ -93,3 +102,28 @@ def load_setup(directory: Path, name: str) -> Setup:
         calls_path = directory / "tasks" / task_id / f"attempt-{attempt}" / CALLS_FILE
         setup.trials.append(Trial(name, result, read_jsonl(calls_path) if calls_path.is_file() else None))
     return setup
+
+
+def expected_trials(directory: Path) -> int | None:
+    try:
+        value = json.loads((directory / "summary.json").read_text(encoding="utf-8")).get("trials_expected")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
+
+
+ENDINGS = {"killed": "was killed (run.json still says running)", "interrupted": "was interrupted",
+           "stopped": "was stopped by an error no trial could get past", "failed": "failed"}
+
+
+def unfinished_note(setup: Setup) -> str | None:
+    """One line when a setup's run has not completed: still running, or ended before its last trial."""
+    recorded = f"{len(setup.trials)}{f' of {setup.trials_expected}' if setup.trials_expected else ''} trials recorded"
+    if setup.status == "running":
+        return (f"{setup.name} is still running (process {setup.holder}): {recorded} so far; its figures will change, "
+                f"make the report again once it ends")
+    if setup.status == "completed":
+        return None
+    how = ENDINGS.get(setup.status, f"ended {setup.status}")
+    return (f"{setup.name} {how}: {recorded}; resume it with the same --run-name to finish it, "
+            f"then make the report again")
