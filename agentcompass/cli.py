@@ -21,6 +21,7 @@ from agentcompass.errors import UserError
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 PR_SET_THP_DISABLE = 41  # prctl(2)
+RUN_NAME_SUFFIX_LEN = 4  # 36**4 names per microsecond
 
 RUN_EXAMPLES = """examples:
   agentcompass run demo oracle none
@@ -30,6 +31,14 @@ RUN_EXAMPLES = """examples:
   agentcompass run demo oracle none -m run.k=1,2          # a Hydra multirun: two runs
   agentcompass run demo oracle none -m run.k=1,2 --sweep-parallel   # ... both at once, in one pool
   agentcompass run demo oracle none --config ~/secrets.yaml --run-name nightly
+"""
+
+
+LIST_EXAMPLES = """examples:
+  agentcompass list
+  agentcompass list envs
+  agentcompass list tasks demo
+  agentcompass list tasks swebench_verified --benchmark-params '{"filter": "^django", "limit": 5}' --json
 """
 
 
@@ -108,7 +117,7 @@ def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = T
         parser.add_argument("--max-retries", type=non_negative_int, metavar="N", help="infra retries (default 2)")
         add_pacing_args(parser)
         parser.add_argument("--results-dir", metavar="DIR", help="default results/")
-        parser.add_argument("--run-name", metavar="NAME", help="default a timestamp; reuse a name to resume")
+        parser.add_argument("--run-name", metavar="NAME", help="default: the start time to the microsecond and a random suffix; reuse a name to resume")
         parser.add_argument("--retry-errors", action="store_true", default=None,
                             help="on resume, rerun the attempts recorded as errors")
         parser.add_argument("--new-run", action="store_true", default=None,
@@ -128,9 +137,16 @@ def build_parser() -> Parser:
     run = sub.add_parser("run", help="run a benchmark with a harness and a model", epilog=RUN_EXAMPLES,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     add_selection_args(run)
-    lst = sub.add_parser("list", help="list benchmarks, harnesses, models and envs")
-    lst.add_argument("group", nargs="?", choices=["benchmarks", "harnesses", "models", "envs"])
-    lst.add_argument("--config-dir", action="append", default=[], type=Path, metavar="DIR")
+    lst = sub.add_parser("list", help="list benchmarks, harnesses, models and envs; or a benchmark's task ids",
+                         epilog=LIST_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    lst.add_argument("group", nargs="?", choices=["benchmarks", "harnesses", "models", "envs", "tasks"],
+                     help="what to list (default: all but tasks)")
+    lst.add_argument("benchmark", nargs="?", metavar="BENCHMARK", help="with tasks: the benchmark whose ids to list")
+    lst.add_argument("--config-dir", action="append", default=[], type=Path, metavar="DIR",
+                     help="user dir with recipes/ harnesses/ providers/ models/ (repeatable)")
+    from agentcompass.commands.list_tasks import add_arguments
+
+    add_arguments(lst)
     cfg = sub.add_parser("config", help="inspect the composed config; set up an env (gcp)")
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="show|gcp", parser_class=Parser, required=True)
     show = cfg_sub.add_parser("show", help="print the composed config as YAML, secrets redacted")
@@ -232,13 +248,24 @@ def selection(args: argparse.Namespace, command: str) -> tuple[list[str], list[s
     return names, extra
 
 
-def run_name_of(args: argparse.Namespace, default_format: str = "%Y%m%d-%H%M%S") -> str:
-    """--run-name as given (checked), or a timestamp."""
+def run_name_of(args: argparse.Namespace, prefix: str = "") -> str:
+    """--run-name as given (checked), or a new name: PREFIX + the local time to the microsecond + a random
+    suffix (`20261201-083730-123456-k3f9`), so runs started at once by a script never pick the same one."""
     if args.run_name is None:
-        return time.strftime(default_format)
+        return default_run_name(prefix)
     if not args.run_name or "/" in args.run_name or args.run_name.startswith("."):
         raise UserError(f"--run-name {args.run_name!r} must be a plain name (no '/', not starting with '.')")
     return str(args.run_name)
+
+
+def default_run_name(prefix: str = "", now: float | None = None) -> str:
+    import secrets
+    import string
+
+    stamp = time.time() if now is None else now
+    micro = int(stamp * 1_000_000) % 1_000_000
+    suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(RUN_NAME_SUFFIX_LEN))
+    return f"{prefix}{time.strftime('%Y%m%d-%H%M%S', time.localtime(stamp))}-{micro:06d}-{suffix}"
 
 
 def no_huge_pages() -> None:
@@ -287,6 +314,13 @@ def cmd_list(args: argparse.Namespace, argv: list[str]) -> int:
     from agentcompass.commands.env import cheap_status
     from agentcompass.config import PLURALS, describe, group_entries, search_roots
 
+    if args.group == "tasks":
+        from agentcompass.commands.list_tasks import print_tasks
+
+        return print_tasks(args)
+    if args.benchmark is not None:
+        raise UserError(f"agentcompass list {args.group or ''}: unexpected {args.benchmark!r}; "
+                        f"a BENCHMARK goes with `agentcompass list tasks BENCHMARK`")
     roots = search_roots(list(args.config_dir))
     groups = [args.group] if args.group else list(PLURALS)
     for plural in groups:

@@ -252,12 +252,17 @@ def validate(schema: type[BaseModel], data: dict[str, Any], key: str, provenance
         raise UserError(describe_validation(exc, schema, key, provenance)) from exc
 
 
-def describe_validation(exc: ValidationError, schema: type[BaseModel], key: str, provenance: Provenance) -> str:
+def describe_validation(exc: ValidationError, schema: type[BaseModel], key: str, provenance: Provenance,
+                        common: list[str] | None = None) -> str:
+    """One line for the first error; `common`: the keys also allowed beside the schema's own at the top
+    (a harness's or env's name, description, ... beside its class's settings)."""
     err = exc.errors()[0]
     where = ".".join(str(p) for p in (key, *err["loc"]))
     origin = provenance.describe(where)
     if err["type"] == "extra_forbidden":
         allowed = fields_at(schema, err["loc"][:-1])
+        if common and len(err["loc"]) == 1:
+            allowed = [*allowed, *(name for name in common if name not in allowed)]
         hint = closest(str(err["loc"][-1]), allowed)
         return f"unknown key '{where}'{origin}{hint}; allowed keys: {', '.join(allowed) or 'none'}"
     if err["type"] == "missing":
@@ -285,7 +290,11 @@ def check_impl_settings(kind: str, block: HarnessConfig | EnvConfig, provenance:
         for name, alias in aliases_of(settings_model):
             if alias in settings and settings.get(name, None) is None:
                 settings.pop(name, None)  # the YAML's null under the canonical name yields to the alias typed
-        validate(settings_model, dict(settings), "harness" if kind == "harness" else "env", provenance)
+        key, common = ("harness", HarnessConfig) if kind == "harness" else ("env", EnvConfig)
+        try:
+            settings_model.model_validate(dict(settings))
+        except ValidationError as exc:
+            raise UserError(describe_validation(exc, settings_model, key, provenance, list(common.model_fields))) from exc
         for name, alias in aliases_of(settings_model):
             if alias in settings:  # one spelling for `config show`, run.json and the provider
                 settings[name] = settings.pop(alias)

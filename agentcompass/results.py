@@ -156,6 +156,20 @@ def read_trials(path: Path) -> tuple[dict[tuple[str, int], TrialResult], list[st
     return results, problems
 
 
+def unfinished_tail(path: Path) -> str | None:
+    """For readers that leave the file alone (`report`): the warning `run` gives when trials.jsonl ends in
+    a line without its newline (a kill or a full disk mid-write), or None. That line is not read."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if not data or data.endswith(b"\n"):
+        return None
+    fragment = data[data.rfind(b"\n") + 1:]
+    return (f"{path}: an unfinished last line ({len(fragment)} bytes) is left out; that attempt runs again "
+            f"when the run is resumed")
+
+
 def repair_tail(path: Path) -> str | None:
     """Make trials.jsonl end with a newline before anything is appended, so the next record
     never glues onto a torn one: a complete trial missing only its newline is terminated,

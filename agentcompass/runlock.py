@@ -48,3 +48,21 @@ def read_holder(fd: int) -> str:
             return text
         time.sleep(0.01)
     return "unknown"
+
+
+def holder_of(run_dir: Path) -> str | None:
+    """The pid of the process running in run_dir now, or None when none holds its lock (for readers
+    such as `report`, which never take it)."""
+    try:
+        fd = os.open(run_dir / ".lock", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return read_holder(fd)
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

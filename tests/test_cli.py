@@ -32,7 +32,7 @@ BAD_INPUTS = [
     (["demo", "oracle", "none", "run.k=["], "bad override"),
     (["demo", "oracle", "none", "run.k=1,2"], "add -m"),
     (["demo", "oracle", "none", "run.k=abc"], "invalid value for 'run.k'"),
-    (["demo", "oracle", "none", "--benchmark-params", '{"sample_ids": ["no-such-task"]}'], "unknown sample_ids: no-such-task"),
+    (["demo", "oracle", "none", "--benchmark-params", '{"sample_ids": ["no-such-task"]}'], "unknown sample_ids: 'no-such-task'"),
     (["demo", "oracle", "none", "--benchmark-params", '{"limit": -3}'], "'benchmark.params.limit' (from --benchmark-params)"),
     (["demo", "oracle", "none", "--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["demo", "oracle", "none", "--config", "{missing_env}"], "cannot resolve the config"),

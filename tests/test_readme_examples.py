@@ -127,7 +127,7 @@ def test_the_install_example_installs_and_runs(example, tmp_path):
     """`pip install .` in a fresh venv from a copy of the checkout: the dependencies come from this environment
     and pip never reaches an index (hatchling is in the test extra, so no build-time download)."""
     checkout = tmp_path / "checkout"
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True).stdout
     for name in filter(None, files.split("\0")):
         if (REPO / name).is_file():
             (checkout / name).parent.mkdir(parents=True, exist_ok=True)

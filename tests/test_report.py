@@ -248,7 +248,7 @@ def test_a_tampered_per_trial_csv_fails_verify_naming_the_figure(cli, demo, tmp_
     path.write_text("\n".join(lines) + "\n")
     proc = cli("report", str(run), "--verify")
     assert proc.returncode == 1
-    assert "per_trial.csv: demo__oracle__none__local/fix-median-bug/1: status is 'failed', recomputed 'passed'" in proc.stderr
+    assert "per_trial.csv: demo__oracle__none__local/fix-median-bug/1: status: expected 'passed', found 'failed'" in proc.stderr
 
 
 def test_a_tampered_trials_jsonl_fails_verify_naming_the_figures(cli, demo, tmp_path):
@@ -260,5 +260,5 @@ def test_a_tampered_trials_jsonl_fails_verify_naming_the_figures(cli, demo, tmp_
     path.write_text("\n".join(lines) + "\n")
     proc = cli("report", str(run), "--verify")
     assert proc.returncode == 1
-    assert "summary.csv: demo__oracle__none__local: pass_at_1 is '1.0', recomputed '0.916667'" in proc.stderr
-    assert "summary.json: passed is 12, recomputed from trials.jsonl 11" in proc.stderr
+    assert "summary.csv: demo__oracle__none__local: pass_at_1: expected '0.916667', found '1.0'" in proc.stderr
+    assert "summary.json: passed (recomputed from trials.jsonl): expected 11, found 12" in proc.stderr

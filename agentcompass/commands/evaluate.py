@@ -33,7 +33,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--env", default=None, help=env_help())
     parser.add_argument("--task-concurrency", type=positive_int, metavar="N", help="instances at once (default 4)")
     parser.add_argument("--max-retries", type=non_negative_int, metavar="N", help="infra retries (default 2)")
-    parser.add_argument("--run-name", metavar="NAME", help="default a timestamp; reuse a name to resume")
+    parser.add_argument("--run-name", metavar="NAME", help="default: the start time to the microsecond and a random suffix; reuse a name to resume")
     parser.add_argument("--retry-errors", action="store_true", default=None,
                         help="on resume, regrade the instances recorded as errors (e.g. a Batch task that failed)")
     parser.add_argument("--results-dir", metavar="DIR", help="default results/")

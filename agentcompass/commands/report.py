@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+STALE_SLACK_S = 0.01  # generated_at is to the millisecond
 EXAMPLES = """examples:
   agentcompass report results/nightly                      # a run name: every setup of the sweep
   agentcompass report results/nightly --hourly-usd 50.7    # self-hosted endpoint at $50.70/h, split by concurrency
@@ -48,20 +50,27 @@ def register(sub: Any) -> None:
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
     from agentcompass.errors import UserError
     from agentcompass.report.build import build, write
-    from agentcompass.report.load import load
+    from agentcompass.report.load import load, unfinished_note
 
     if args.hourly_usd is not None and args.bill:
         raise UserError("--hourly-usd and --bill both price self-hosted endpoints; pass one")
     setups = load(args.paths)
     out = args.out or args.paths[0] / "report"
+    for note in filter(None, map(unfinished_note, setups)):
+        print(f"note: {note}", file=sys.stderr, flush=True)
     if args.verify:
         return verify(args, setups, out)
     report = build(setups, pricing_of(args, setups))
     page = write(report, out)
     print_table(report["setups"])
+    if page is None:
+        print(f"report: {out} (summary.csv, per_trial.csv, task_difficulty.csv, report.json); report.html "
+              f"needs plotly for its charts: pip install 'agentcompass[report]'", flush=True)
+        if args.open:
+            print("--open: no report.html to open without plotly", file=sys.stderr)
+        return 0
     print(f"report: {page}", flush=True)
     if args.open:
-        import sys
         import webbrowser
 
         if not webbrowser.open(page.resolve().as_uri()):  # the user's BROWSER, else the desktop's default
@@ -110,8 +119,6 @@ def modal_window(args: argparse.Namespace, setups: list[Any]) -> tuple[float, fl
 
 
 def verify(args: argparse.Namespace, setups: list[Any], out: Path) -> int:
-    import sys
-
     from agentcompass.errors import UserError
     from agentcompass.report.verify import verify as check
 
@@ -122,11 +129,43 @@ def verify(args: argparse.Namespace, setups: list[Any], out: Path) -> int:
     except (OSError, ValueError) as exc:
         raise UserError(f"--verify: no readable report in {out} ({type(exc).__name__}); "
                         f"make one first: agentcompass report {' '.join(map(str, args.paths))}") from None
+    remake = f"agentcompass report {' '.join(map(str, args.paths))}" + (f" --out {args.out}" if args.out else "")
+    running = [s.name for s in setups if s.status == "running"]
+    if running:
+        print(f"verify: {', '.join(running)} still running: its figures change with every trial; verify once it "
+              f"ends, after {remake}", flush=True)
+        return 1
+    stale = newer_than_report(setups, recorded)
+    if stale:
+        print(f"verify: the report in {out} (made {recorded.get('generated_at')}) is older than {stale}: "
+              f"regenerate it with {remake}, then verify", flush=True)
+        return 1
     mismatches = check(setups, pricing_of(args, setups, recorded), out)
     for mismatch in mismatches:
         print(f"mismatch: {mismatch}", file=sys.stderr)
     print(f"verify: {len(mismatches)} mismatch(es) in {out}" if mismatches else f"verify: every figure in {out} recomputes")
     return 1 if mismatches else 0
+
+
+def newer_than_report(setups: list[Any], recorded: dict[str, Any]) -> str | None:
+    """The first run that ended after the report was made ("SETUP, which ended at T"), else None. Its
+    run.json says when (a resume rewrites it); a file's mtime would not do: a hand-edited trials.jsonl is
+    what --verify must catch, not call stale."""
+    from agentcompass.report.bill import seconds
+
+    try:
+        made = seconds(recorded["generated_at"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    for setup in setups:
+        try:
+            info = json.loads((setup.dir / "run.json").read_text(encoding="utf-8"))
+            ended = info.get("finished_at") or max(s.get("ended_at") or "" for s in info.get("sessions") or [{}])
+            if ended and seconds(ended) > made + STALE_SLACK_S:
+                return f"the run of {setup.name}, which ended at {ended}"
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+    return None
 
 
 def print_table(setups: list[dict[str, Any]]) -> None:

@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
     add_pacing_args(parser)
     add_overlay_args(parser)
     parser.add_argument("--results-dir", metavar="DIR", help="default results/")
-    parser.add_argument("--run-name", metavar="NAME", help="default validate-<timestamp>; reuse a name to resume")
+    parser.add_argument("--run-name", metavar="NAME", help="default validate-<start time>-<random suffix>; reuse a name to resume")
     # What build_invocation reads that validate fixes: no model, no harness settings.
     parser.set_defaults(harness_params=None, model_params=None, model_api_key=None, model_base_url=None)
 
@@ -44,7 +44,7 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     from agentcompass.results import ResultsStore
     from agentcompass.runner import execute
 
-    args.run_name = run_name_of(args, "validate-%Y%m%d-%H%M%S")
+    args.run_name = run_name_of(args, "validate-")
     # Prepare both runs before either starts, so bad input leaves nothing behind.
     runs = {}
     extra = batch_overrides(args.env, args.benchmark, args.config_dir)  # SWE-bench on gcp: one Batch job per run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import random
 import re
 from pathlib import Path
@@ -24,7 +25,7 @@ class SelectionParams(Strict):
     path_keys: ClassVar[tuple[str, ...]] = ("path",)  # relative to where they were written (checks.anchor_path)
     sample_ids: list[str] | str | None = None
     filter: str | None = None  # regex on the task id
-    limit: int | None = Field(None, ge=0)
+    limit: int | None = Field(None, ge=1)  # zero tasks is never what was meant
     shuffle: bool = False
     seed: int = 0
     path: str | None = None  # a local copy of the dataset instead of the recipe's source
@@ -51,7 +52,7 @@ class TaskFormat(Protocol):
     # stage_grading(task, sandbox, trial) -> None       put the starting state and the submission's inputs in place
 
 
-def select_tasks(tasks: list[Task], params: dict[str, Any]) -> list[Task]:
+def select_tasks(tasks: list[Task], params: dict[str, Any], benchmark: str = "BENCHMARK") -> list[Task]:
     """Apply the recipe's selection params: sample_ids, filter (regex), shuffle with seed, limit."""
     selected = tasks
     ids = params.get("sample_ids")
@@ -61,7 +62,8 @@ def select_tasks(tasks: list[Task], params: dict[str, Any]) -> list[Task]:
         by_id = {t.id: t for t in tasks}
         missing = [i for i in ids if i not in by_id]
         if missing:
-            raise UserError(f"unknown sample_ids: {', '.join(missing)}; the benchmark has {len(tasks)} tasks (see `agentcompass config show` or the dataset)")
+            raise UserError(f"unknown sample_ids: {'; '.join(unknown_id(i, list(by_id)) for i in missing)}; "
+                            f"the benchmark has {len(tasks)} tasks: `agentcompass list tasks {benchmark}` lists them")
         selected = [by_id[i] for i in ids]
     pattern = params.get("filter")
     if pattern:
@@ -75,10 +77,19 @@ def select_tasks(tasks: list[Task], params: dict[str, Any]) -> list[Task]:
         random.Random(params.get("seed", 0)).shuffle(selected)
     limit = params.get("limit")
     if limit is not None:
-        if not isinstance(limit, int) or limit < 0:
-            raise UserError(f"benchmark param 'limit' must be a whole number >= 0, got {limit!r}")
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise UserError(f"benchmark param 'limit' must be a whole number >= 1, got {limit!r}; "
+                            f"leave it out (null) for every task")
         selected = selected[:limit]
     return selected
+
+
+def unknown_id(wanted: str, ids: list[str]) -> str:
+    """'ID' with the closest ids there are, for the unknown-sample_ids line."""
+    close = difflib.get_close_matches(wanted, ids, n=3, cutoff=0.6)
+    if not close:  # a prefix or fragment of real ids ("django-11", "task2068")
+        close = [i for i in ids if wanted.lower() in i.lower()][:3]
+    return f"'{wanted}' (closest: {', '.join(close)})" if close else f"'{wanted}'"
 
 
 def source_path(recipe: Recipe, key: str = "path") -> Path:

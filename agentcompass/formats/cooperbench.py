@@ -86,7 +86,7 @@ class CooperbenchFormat:
             pairs = wanted[key] if wanted is not None else list(combinations(features_of(task_dir), 2))
             for unit in self.units(pairs):
                 tasks.append(self.make_task(task_dir, unit))
-        return select_tasks(tasks, self.recipe.params)
+        return select_tasks(tasks, self.recipe.params, self.recipe.name)
 
     def units(self, pairs: list[tuple[int, int]]) -> list[tuple[int, ...]]:
         """single: each feature of the pairs once; solo and coop: the pairs."""

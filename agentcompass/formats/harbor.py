@@ -197,7 +197,7 @@ class HarborFormat:
         if not configs:
             raise UserError(f"benchmark '{self.recipe.name}': no Harbor tasks (dirs with task.toml) in {root}")
         warn_unknown(self.recipe.name, configs)
-        return select_tasks([self.load_or_refuse(d, c) for d, c in configs.items()], self.recipe.params)
+        return select_tasks([self.load_or_refuse(d, c) for d, c in configs.items()], self.recipe.params, self.recipe.name)
 
     def load_or_refuse(self, task_dir: str, config: TaskConfig) -> Task:
         """The task, or, where it asks for what agentcompass cannot do, a task refused alone: its trials

@@ -91,7 +91,7 @@ class SwebenchFormat:
 
     def load(self) -> list[Task]:
         self.evaluation_mode()  # a bad mode is bad input, refused before the run
-        tasks = select_tasks([self.make_task(row) for row in self.rows()], self.recipe.params)
+        tasks = select_tasks([self.make_task(row) for row in self.rows()], self.recipe.params, self.recipe.name)
         for task in tasks:
             check_gradable(task.data)
         return tasks

@@ -109,7 +109,7 @@ class TerminalBenchFormat:
             raise UserError(f"benchmark '{self.recipe.name}': no Terminal-Bench tasks (dirs with task.yaml) in {root}")
         by_id = {d.name: d for d in dirs}
         # Select before reading: a task this format cannot run only matters when it is chosen.
-        chosen = select_tasks([Task(id=d.name, instruction="") for d in dirs], self.recipe.params)
+        chosen = select_tasks([Task(id=d.name, instruction="") for d in dirs], self.recipe.params, self.recipe.name)
         return [self.load_task(by_id[t.id]) for t in chosen]
 
     def load_task(self, task_dir: Path) -> Task:

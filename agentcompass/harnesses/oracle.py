@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentcompass.schema import Strict
 from agentcompass.task import AgentOutcome, Task
 
 if TYPE_CHECKING:
@@ -15,6 +16,9 @@ if TYPE_CHECKING:
 
 class OracleHarness:
     needs_model = False
+
+    class Settings(Strict):
+        """oracle takes no settings: any key under harness is a typo, refused before the run."""
 
     def __init__(self, **_: Any) -> None:
         pass

@@ -102,12 +102,16 @@ def headline(billing_info: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if billing_info is None else {k: v for k, v in billing_info.items() if k not in ("buckets", "rows")}
 
 
-def write(report: dict[str, Any], out: Path) -> Path:
-    from agentcompass.report.page import render
+def write(report: dict[str, Any], out: Path) -> Path | None:
+    """Every file of the report; the page only with plotly (the `report` extra): None without it."""
+    from agentcompass.registry import installed
 
-    page = render(report, SETUP_COLUMNS)  # first: a missing plotly fails before anything is written
     for name, text in file_texts(report).items():
         write_atomic(out / name, text)
-    write_atomic(out / "report.html", page)
+    if not installed("plotly"):
+        return None
+    from agentcompass.report.page import render
+
+    write_atomic(out / "report.html", render(report, SETUP_COLUMNS))
     return out / "report.html"
 

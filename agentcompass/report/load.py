@@ -11,7 +11,8 @@ from typing import Any
 
 from agentcompass.calls import CALLS_FILE
 from agentcompass.errors import UserError
-from agentcompass.results import TrialResult, read_jsonl, read_trials
+from agentcompass.results import TrialResult, read_jsonl, read_trials, unfinished_tail
+from agentcompass.runlock import holder_of
 
 
 @dataclass
@@ -39,8 +40,9 @@ class Setup:
     model: dict[str, Any]
     k: int
     trials: list[Trial] = field(default_factory=list)
-    status: str | None = None  # run.json's: completed | running | interrupted | stopped | failed
-    trials_expected: int | None = None  # summary.json's: tasks x k as the run was asked for
+    status: str = "completed"  # run.json's; "running" only while a process holds the run (else "killed")
+    holder: str | None = None  # the pid of the process running it now
+    trials_expected: int | None = None  # summary.json's: tasks x k
 
     @property
     def hourly_usd(self) -> float | None:
@@ -82,12 +84,17 @@ def load_setup(directory: Path, name: str) -> Setup:
         info = json.loads((directory / "run.json").read_text(encoding="utf-8"))
         config = info["config"]
         setup = Setup(name, directory, dict(config.get("labels") or {}), dict(config.get("model") or {}),
-                      int(config["run"]["k"]), status=info.get("status"), trials_expected=expected_trials(directory))
+                      int(config["run"]["k"]))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{directory / 'run.json'} is unreadable ({type(exc).__name__}: {exc}); "
                         "pass a results directory written by agentcompass run") from None
+    setup.holder = holder_of(directory)
+    recorded_status = str(info.get("status") or "completed")
+    setup.status = "killed" if recorded_status == "running" and setup.holder is None else recorded_status
+    setup.trials_expected = expected_trials(directory)
     results, problems = read_trials(directory / "trials.jsonl")
-    for problem in problems:
+    torn = unfinished_tail(directory / "trials.jsonl") if setup.holder is None else None  # else: a write in flight
+    for problem in [*problems, *([torn] if torn else [])]:
         print(f"warning: {problem}", file=sys.stderr, flush=True)
     for (task_id, attempt), result in sorted(results.items()):
         if attempt > setup.k:
@@ -104,3 +111,20 @@ def expected_trials(directory: Path) -> int | None:
     except (OSError, ValueError, AttributeError):
         return None
     return value if isinstance(value, int) else None
+
+
+ENDINGS = {"killed": "was killed (run.json still says running)", "interrupted": "was interrupted",
+           "stopped": "was stopped by an error no trial could get past", "failed": "failed"}
+
+
+def unfinished_note(setup: Setup) -> str | None:
+    """One line when a setup's run has not completed: still running, or ended before its last trial."""
+    recorded = f"{len(setup.trials)}{f' of {setup.trials_expected}' if setup.trials_expected else ''} trials recorded"
+    if setup.status == "running":
+        return (f"{setup.name} is still running (process {setup.holder}): {recorded} so far; its figures will change, "
+                f"make the report again once it ends")
+    if setup.status == "completed":
+        return None
+    how = ENDINGS.get(setup.status, f"ended {setup.status}")
+    return (f"{setup.name} {how}: {recorded}; resume it with the same --run-name to finish it, "
+            f"then make the report again")

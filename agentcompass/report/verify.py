@@ -18,6 +18,7 @@ from agentcompass.report.load import Setup
 CSV_KEYS = {"summary.csv": ("setup",), "per_trial.csv": ("setup", "task_id", "attempt"), "task_difficulty.csv": ("task_id",),
             "per_task.csv": ("task_id", "setup"), "paired_differences.csv": ("a", "b")}
 SUMMARY_FIELDS = ("passed", "failed", "errors", "pass_at_1", "pass_at_k", "tokens_in", "tokens_out", "tokens_cached")
+BRIEF_CHARS = 60  # a value longer than this is cut in a mismatch line
 TIME_SLACK_S = 0.01  # timings are rounded to 0.1 ms, call times to 1 µs
 
 
@@ -45,7 +46,7 @@ def compare_csv(name: str, expected: str, found: str) -> list[str]:
     for key, row in want.items():
         for column, value in row.items():
             if key in have and have[key].get(column) != value:
-                out.append(f"{name}: {'/'.join(key)}: {column} is {have[key].get(column)!r}, recomputed {value!r}")
+                out.append(differs(f"{name}: {'/'.join(key)}: {column}", value, have[key].get(column)))
     return out
 
 
@@ -55,7 +56,19 @@ def compare_json(name: str, expected: Any, found: Any, where: str = "") -> list[
                 for m in compare_json(name, expected.get(k), found.get(k), f"{where}.{k}" if where else k)]
     if isinstance(expected, list) and isinstance(found, list) and len(expected) == len(found):
         return [m for i, (e, f) in enumerate(zip(expected, found)) for m in compare_json(name, e, f, f"{where}[{label(e, i)}]")]
-    return [] if expected == found else [f"{name}: {where} is {found!r}, recomputed {expected!r}"]
+    return [] if expected == found else [differs(f"{name}: {where}", expected, found)]
+
+
+def differs(field: str, expected: Any, found: Any) -> str:
+    """`FIELD: expected X, found Y` on one line, however long the values."""
+    return f"{field}: expected {brief(expected)}, found {brief(found)}"
+
+
+def brief(value: Any) -> str:
+    if isinstance(value, (list, dict)):
+        return f"a {type(value).__name__} of {len(value)}"
+    text = repr(value)
+    return text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS - 3] + "..."
 
 
 def undated(data: Any) -> Any:
@@ -82,7 +95,7 @@ def check_summaries(setups: list[Setup], report: dict[str, Any]) -> list[str]:
         summary = json.loads(path.read_text(encoding="utf-8"))
         for field in SUMMARY_FIELDS:
             if field in summary and summary[field] != row[field]:
-                out.append(f"{path}: {field} is {summary[field]!r}, recomputed from trials.jsonl {row[field]!r}")
+                out.append(differs(f"{path}: {field} (recomputed from trials.jsonl)", row[field], summary[field]))
     return out
 
 
