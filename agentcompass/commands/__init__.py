@@ -10,4 +10,5 @@ COMMAND_MODULES: dict[str, str] = {
     "validate": "agentcompass.commands.validate",
     "report": "agentcompass.commands.report",
     "env": "agentcompass.commands.env",
+    "view": "agentcompass.commands.view",
 }

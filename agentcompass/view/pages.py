@@ -1,0 +1,130 @@
+"""What the attempt, compare and solved-table pages show, gathered from one attempt's files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agentcompass.view.catalog import Catalog, RunRef, labels_of, read_json
+from agentcompass.view.index import Indexes
+from agentcompass.view.redact import redact
+from agentcompass.view.trajectory import first_divergence, steps_of
+
+PATCH_FILES = ("submission.diff", "patch.diff", "merged.diff", "agent1.patch", "agent2.patch")
+VERIFIER_FILES = ("verifier.log", "eval.log")
+INLINE_CHARS = 200_000
+LISTED_FILES = 300
+
+
+def read_text(path: Path, limit: int = INLINE_CHARS) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(limit + 1)
+    except OSError:
+        return ""
+    return redact(text if len(text) <= limit else text[:limit] + "\n[... the rest is in the file]")
+
+
+def diff_lines(text: str) -> list[tuple[str, str]]:
+    """Each line of a unified diff with its kind, for colouring: file, hunk, add, del, context."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(("diff --git", "+++ ", "--- ", "index ")):
+            kind = "file"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "ctx"
+        out.append((kind, line))
+    return out
+
+
+def patch_of(directory: Path) -> tuple[str, str] | None:
+    candidates = [directory / name for name in PATCH_FILES] + sorted(directory.glob("artifacts/**/*.patch"))
+    for path in candidates:
+        if path.is_file() and path.stat().st_size:
+            return path.relative_to(directory).as_posix(), read_text(path)
+    return None
+
+
+def instruction_of(directory: Path) -> str:
+    """The task as the agent saw it: the first user message of its trajectory, where one was kept."""
+    for traj in sorted(directory.glob("*.traj.json")):
+        try:
+            messages = json.loads(traj.read_text(encoding="utf-8")).get("messages") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        for message in messages:
+            if message.get("role") == "user":
+                content = message.get("content")
+                return redact(content if isinstance(content, str) else json.dumps(content))
+    return ""
+
+
+def redacted(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for item in steps:
+        item["text"], item["reasoning"] = redact(item["text"]), redact(item["reasoning"])
+        for act in item["actions"]:
+            act["command"], act["output"] = redact(act["command"]), redact(act["output"])
+    return steps
+
+
+def attempt_page(run: RunRef, directory: Path, task: str, number: int) -> dict[str, Any]:
+    info = read_json(run.path / "run.json")
+    labels = labels_of(info)
+    trial = read_json(directory / "result.json")
+    steps = redacted(steps_of(directory, labels.get("harness")))
+    patch = patch_of(directory)
+    files = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())[:LISTED_FILES]
+    details = trial.get("details") or {}
+    return {
+        "run": {"id": run.id, "name": run.path.name, "labels": labels}, "task": task, "number": number, "trial": trial,
+        "instruction": instruction_of(directory), "steps": steps,
+        "patch": None if patch is None else {"file": patch[0], "lines": diff_lines(patch[1])},
+        "verifier": [(name, read_text(directory / name)) for name in VERIFIER_FILES if (directory / name).is_file()],
+        "details": redact(json.dumps(details, indent=1, default=str)) if details else "",
+        "tampered": bool(details.get("tampering") or details.get("tampered") or details.get("verifier_paths_touched")),
+        "agent_log": read_text(directory / "agent.log", 50_000) if (directory / "agent.log").is_file() else "",
+        "files": files, "timings": trial.get("timings") or {}, "usage": trial.get("usage") or {},
+    }
+
+
+def setup_label(run: RunRef) -> str:
+    labels = labels_of(read_json(run.path / "run.json"))
+    parts = [labels.get("model"), labels.get("reasoning"), labels.get("harness")]
+    return " · ".join(str(p) for p in parts if p) or run.path.name
+
+
+def compare_context(runs: list[RunRef], task: str, catalog: Catalog) -> dict[str, Any]:
+    """Each setup's attempts at one task; steps of the first attempts aligned, the first divergence marked."""
+    columns = []
+    for run in runs:
+        attempts = sorted((int(p.name.removeprefix("attempt-")) for p in (run.path / "tasks" / task).glob("attempt-*")
+                           if p.name.removeprefix("attempt-").isdigit()))
+        number = attempts[0] if attempts else None
+        directory = catalog.attempt_dir(run, task, number) if number else None
+        trial = read_json(directory / "result.json") if directory else {}
+        steps = redacted(steps_of(directory, labels_of(read_json(run.path / "run.json")).get("harness"))) if directory else []
+        columns.append({"run": run.id, "label": setup_label(run), "attempts": attempts, "number": number,
+                        "status": trial.get("status"), "category": trial.get("error_category"),
+                        "cost": (trial.get("usage") or {}).get("cost_usd"), "steps": steps})
+    diverge = first_divergence(columns[0]["steps"], columns[1]["steps"]) if len(columns) >= 2 else None
+    depth = max((len(c["steps"]) for c in columns), default=0)
+    return {"task": task, "columns": columns, "diverge": diverge, "depth": depth}
+
+
+def solved_table(runs: list[RunRef], indexes: Indexes) -> dict[str, Any]:
+    """Per task, per setup: attempts passed of attempts recorded."""
+    cells: dict[str, dict[str, tuple[int, int]]] = {}
+    for run in runs:
+        for row in indexes.rows(run.path):
+            passed, total = cells.setdefault(row["task"], {}).get(run.id, (0, 0))
+            cells[row["task"]][run.id] = (passed + (row["status"] == "passed"), total + 1)
+    setups = [{"id": r.id, "label": setup_label(r)} for r in runs]
+    return {"setups": setups, "tasks": sorted(cells), "cells": cells,
+            "solved": {s["id"]: sum(1 for t in cells.values() if t.get(s["id"], (0, 0))[0]) for s in setups}}
