@@ -243,3 +243,17 @@ def test_a_host_other_than_loopback_needs_a_token(cli, results):
 def test_a_missing_results_dir_is_one_line(cli, tmp_path):
     refused = cli("view", str(tmp_path / "nowhere"))
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "nowhere" in refused.stderr
+
+
+def test_each_setup_links_to_the_report_made_over_its_sweep(results, cli):
+    made = cli("report", str(results / "tiers"))
+    assert made.returncode == 0, made.stderr
+    viewer = Viewer(str(results))
+    try:
+        runs = httpx.get(viewer.base + "/api/runs").json()["runs"]
+        links = {r["sweep"]: r["report"] for r in runs}
+        assert links["demo"] is None and links["tiers"]
+        page = httpx.get(viewer.base + links["tiers"])
+        assert page.status_code == 200 and "<html" in page.text.lower()
+    finally:
+        viewer.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import secrets
+from urllib.parse import quote
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +44,20 @@ def run_summary(catalog: Catalog, indexes: Indexes, run: RunRef) -> dict[str, An
     figures = headline(rows, k, summary.get("tasks"))
     labels = labels_of(info)
     return {"id": run.id, "sweep": run.sweep, "name": run.path.name, "status": run_status(run.path, info), "k": k,
-            "labels": labels, "trials_expected": summary.get("trials_expected"), "report": report_link(run.path),
+            "labels": labels, "trials_expected": summary.get("trials_expected"), "report": report_link(run),
             "started_at": info.get("started_at"), **figures}
 
 
-def report_link(run_dir: Path) -> str | None:
+def report_file(run_dir: Path) -> Path | None:
     """A report made over this run's sweep (`agentcompass report RUN_NAME`, the default --out)."""
     for candidate in (run_dir.parent / "report" / "report.html", run_dir / "report" / "report.html"):
         if candidate.is_file():
-            return str(candidate)
+            return candidate
     return None
+
+
+def report_link(run: RunRef) -> str | None:
+    return f"/report?run={quote(run.id)}" if report_file(run.path) else None
 
 
 def make_app(roots: list[Path], token: str | None = None, allowed_hosts: list[str] | None = None) -> Starlette:
@@ -111,11 +116,18 @@ def make_app(roots: list[Path], token: str | None = None, allowed_hosts: list[st
             raise NotFound("no such file in this attempt")
         return PlainTextResponse(redact(path.read_text(encoding="utf-8", errors="replace")))
 
+    async def report(request: Request) -> Response:
+        run = run_of(request)
+        path = report_file(run.path)
+        if path is None or not any(path.resolve().is_relative_to(root) for root in catalog.roots):
+            raise NotFound("no report over this run; make one with agentcompass report")
+        return HTMLResponse(path.read_text(encoding="utf-8"))
+
     async def not_found(request: Request, exc: Exception) -> Response:
         return HTMLResponse(f"<p>{html.escape(str(exc))}</p><p><a href='/'>all runs</a></p>", status_code=404)
 
     routes = [Route("/", runs_page), Route("/api/runs", runs_api), Route("/run", run_page), Route("/api/rows", rows_api),
-              Route("/attempt", attempt), Route("/compare", compare), Route("/file", raw_file),
+              Route("/attempt", attempt), Route("/compare", compare), Route("/file", raw_file), Route("/report", report),
               Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_NAMES)]
     app = Starlette(routes=routes, middleware=middleware, exception_handlers={NotFound: not_found})

@@ -38,7 +38,7 @@ async function watchRuns() {
       <td class="progress">${r.trials}${r.trials_expected ? " / " + r.trials_expected : ""}</td>
       <td class="pass1">${pct(r.pass_at_1)}${ci(r.pass_at_1_interval)}<br><span class="muted">over ${r.pass_at_1_tasks} tasks${r.incomplete ? " · " + r.incomplete + " incomplete (infra)" : ""}</span></td>
       <td>${r.solved} / ${r.tasks_selected}</td><td>${perSolved(r)}</td><td>${esc(errorsText(r))}</td>
-      <td>${r.report ? `<a href="file://${esc(r.report)}">report</a>` : ""}</td></tr>`).join("");
+      <td>${r.report ? `<a href="${esc(r.report)}">report</a>` : ""}</td></tr>`).join("");
     body.querySelectorAll(".pick").forEach((box) => box.onchange = () => {
       box.checked ? selected.add(box.value) : selected.delete(box.value);
       button.disabled = selected.size < 2;
