@@ -21,6 +21,7 @@ import tomli  # the compiled twin of tomllib: several times faster over a datase
 from pydantic import ValidationError
 from agentcompass.errors import InfraError, UserError, VerifierError
 from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
+from agentcompass.formats.integrity import clear_verifier_inputs, tampering_note
 from agentcompass.formats.harbor_schema import Artifact, Environment, Step, TaskConfig, unknown_fields
 from agentcompass.formats.sources import dataset_root
 from agentcompass.formats.terminal_bench_compose import COMPOSE_FILES, compose_services
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 DEFAULT_AGENT_TIMEOUT = 600.0
 DEFAULT_VERIFY_TIMEOUT = 300.0
 VERIFIER_DIR = "/logs/verifier"
+REWARD_FILES = (f"{VERIFIER_DIR}/reward.txt", f"{VERIFIER_DIR}/reward.json")
+TESTS_DIR = "/tests"
 ARTIFACTS_DIR = "/logs/artifacts"  # copied to a separate verifier, as Harbor does
 MAIN = "main"  # the agent's service in a task's docker-compose.yaml
 WARNED: set[str] = set()  # the unknown-field warnings this process printed
@@ -392,14 +395,19 @@ class HarborFormat:
         enter_phase(task, sandbox, "verifier")
         # A separate verifier's image holds /tests itself, as in Harbor; where no image is built
         # (a task run on the host) the tests are uploaded as in shared mode.
-        if mode == "shared" or not getattr(sandbox, "has_task_image", False):
+        upload = mode == "shared" or not getattr(sandbox, "has_task_image", False)
+        where = f"steps/{task.data['step']}/" if task.data.get("step") else ""
+        # Nothing the agent left is read as a verdict: the reward files go and /tests is uploaded afresh.
+        found = clear_verifier_inputs(sandbox, dirs=(TESTS_DIR,) if upload else (), files=REWARD_FILES,
+                                      make=(VERIFIER_DIR, "/logs/agent"))
+        trial.flag_tampering(tampering_note(found, (TESTS_DIR,) if where and upload else ()))  # not an earlier step's tests
+        if upload:
             for tests in task.data["tests"]:  # a step's tests over the task's
                 if os.path.isdir(tests):
-                    sandbox.upload(Path(tests), "/tests")
-        where = f"steps/{task.data['step']}/" if task.data.get("step") else ""
-        clear = f" && rm -rf {VERIFIER_DIR}/*" if where else ""  # a step's grade is not the step before's
+                    sandbox.upload(Path(tests), TESTS_DIR)
+        clear = f"rm -rf {VERIFIER_DIR}/* && " if where else ""  # a step's grade is not the step before's
         result = sandbox.exec(
-            f"mkdir -p {VERIFIER_DIR} /logs/agent{clear} && bash /tests/test.sh",
+            f"{clear}bash {TESTS_DIR}/test.sh",
             env=task.data["verifier_env"], timeout=task.verify_timeout_s, user=task.data["verifier_user"],
         )
         output = result.stdout + result.stderr
@@ -408,6 +416,8 @@ class HarborFormat:
             raise VerifierError(f"verifier timed out after {task.verify_timeout_s:.0f}s")
         rewards = self.read_rewards(sandbox, trial.dir.joinpath(where, "verifier"), result.exit_code,
                                     "see verifier.log" if output else "it printed nothing")
+        if where:  # the next step's check must not take this step's reward for the agent's
+            sandbox.exec(f"rm -f -- {' '.join(REWARD_FILES)}", user="root", timeout=60)
         reward = rewards.get("reward", sum(rewards.values()) / len(rewards))
         return Grade(passed=reward >= 1.0, reward=reward, rewards=rewards,
                      details={"test_exit_code": result.exit_code, "environment_mode": mode})
@@ -417,16 +427,20 @@ class HarborFormat:
             sandbox.download(VERIFIER_DIR, local)
         except FileNotFoundError:
             pass
-        try:
-            text = read_if_present(os.path.join(local, "reward.txt"))
-            if text is not None:
-                return {"reward": float(text.decode().strip())}
+        try:  # reward.json first, as Harbor reads it (verifier.py)
             data = read_if_present(os.path.join(local, "reward.json"))
             if data is not None:
+                if not data.strip():
+                    raise ValueError("reward.json is empty")
                 named = json.loads(data)
                 if not isinstance(named, dict) or not named:
                     raise ValueError("reward.json must be a non-empty object of named rewards")
-                return {str(k): float(v) for k, v in named.items()}
+                return {str(k): finite(v) for k, v in named.items()}
+            text = read_if_present(os.path.join(local, "reward.txt"))
+            if text is not None:
+                if not text.strip():
+                    raise ValueError("reward.txt is empty")
+                return {"reward": finite(float(text.decode().strip()))}
         except ValueError as exc:
             raise VerifierError(f"unreadable reward file: {exc}") from exc
         raise VerifierError(
@@ -488,6 +502,13 @@ def await_healthy(check: dict[str, Any] | None, sandbox: "Sandbox", trial: "Tria
             raise InfraError(f"healthcheck failed {failures} times in a row (exit {result.exit_code}); see healthcheck.log")
         if trial.stopping.wait(check["start_interval_sec"] if starting else check["interval_sec"]):
             raise InfraError("interrupted")
+
+
+def finite(value: Any) -> float:
+    """A reward as Harbor accepts it: a real, finite number (not a string, NaN or infinity)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"reward {value!r} is not a finite number")
+    return float(value)
 
 
 def reaches(rewards: dict[str, float], minimum: float | dict[str, float] | None) -> bool:

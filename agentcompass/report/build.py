@@ -15,6 +15,7 @@ from agentcompass.report.load import Setup
 from agentcompass.report.split import Bucket
 from agentcompass.report.tables import SETUP_COLUMNS, TRIAL_COLUMNS, difficulty_rows, money, setup_rows, trial_rows
 from agentcompass.results import now_iso, write_atomic
+from agentcompass.scoring import incomplete_note
 
 CSV_FILES = ("summary.csv", "per_trial.csv", "task_difficulty.csv")
 
@@ -36,16 +37,34 @@ class Pricing:
 
 def build(setups: list[Setup], pricing: Pricing) -> dict[str, Any]:
     costs = assign(setups, pricing.hourly_usd, pricing.bill)
+    rows = setup_rows(setups, costs)
     return {
         "generated_at": now_iso(),
+        "banners": banners(rows),
         "inputs": [str(s.dir) for s in setups],
         "pricing": {"hourly_usd": pricing.hourly_usd, "bill": pricing.bill_source, "description": pricing.describe(),
                     "estimate": pricing.bill is None},
-        "setups": setup_rows(setups, costs),
+        "setups": rows,
         "trials": trial_rows(setups, costs),
         "task_difficulty": difficulty_rows(setups),
         "billing": billing(costs, pricing),
     }
+
+
+def banners(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per setup whose figures are not final: a run not completed, attempts without a verdict, tampering."""
+    lines = []
+    for row in rows:
+        if row["status"] != "completed":
+            lines.append(f"{row['setup']}: the run is {row['status']}, not completed; its rates are over the "
+                         f"{row['pass_at_1_tasks']} of {row['tasks']} selected tasks with a verdict so far")
+        elif not row["complete"]:
+            lines.append(f"{row['setup']}: {incomplete_note(row).removeprefix(' · ')}; its rates are over the "
+                         f"{row['pass_at_1_tasks']} of {row['tasks']} selected tasks with a verdict")
+        if row["tampering"]:
+            lines.append(f"{row['setup']}: in {row['tampering']} attempt(s) the agent wrote where the verifier reads "
+                         f"(details.tampering); the verifier ran on fresh inputs")
+    return lines
 
 
 def billing(costs: Costs, pricing: Pricing) -> dict[str, Any] | None:

@@ -8,11 +8,12 @@ from typing import Any
 from agentcompass.report.costs import Costs
 from agentcompass.report.load import Setup, Trial
 from agentcompass.report.split import MICRO
-from agentcompass.results import summarize
+from agentcompass.scoring import summarize, verdict
 
 SETUP_COLUMNS = [
-    "setup", "benchmark", "harness", "model", "reasoning", "env", "k", "tasks", "attempts", "passed", "failed",
-    "errors", "pass_at_1", "pass_at_k", "solved_tasks", "solved_rate", "total_cost_usd", "cost_per_solved_usd",
+    "setup", "benchmark", "harness", "model", "reasoning", "env", "status", "k", "tasks", "attempts", "passed", "failed",
+    "errors", "incomplete", "not_run", "complete", "scoring_rule", "tampering", "pass_at_1", "pass_at_1_tasks",
+    "pass_at_k", "pass_at_k_tasks", "solved_tasks", "solved_rate", "total_cost_usd", "cost_per_solved_usd",
     "cost_per_passing_attempt_usd", "avg_cost_per_attempt_usd", "cost_basis", "tokens_in", "tokens_out",
     "tokens_cached", "steps", "orchestration_s", "session_s", "generation_s",
 ]
@@ -58,17 +59,18 @@ def setup_rows(setups: list[Setup], costs: Costs) -> list[dict[str, Any]]:
     rows = []
     for setup in setups:
         results = [t.result for t in setup.trials]
-        tasks = sorted({r.task_id for r in results})
-        summary = summarize(results, tasks, setup.k)
-        trial_costs = [costs.trials[t.key] for t in setup.trials]
+        summary = summarize(results, setup.task_ids, setup.k, setup.rule, setup.unrecorded_usage())
+        trial_costs = [costs.trials[t.key] for t in (*setup.trials, *setup.abandoned)]
         known = all(c.cost_usd is not None for c in trial_costs)
         total = sum((c.cost_usd for c in trial_costs if c.cost_usd is not None), Decimal(0)) if known else None
         bases = sorted({c.basis for c in trial_costs})
         rows.append({
             "setup": setup.name, "benchmark": setup.labels.get("benchmark"), "harness": setup.labels.get("harness"),
             "model": setup.model.get("name"), "reasoning": setup.model.get("reasoning"), "env": setup.labels.get("env"),
-            "k": setup.k, "tasks": len(tasks), "attempts": len(results),
-            **{f: summary[f] for f in ("passed", "failed", "errors", "pass_at_1", "pass_at_k", "solved_tasks", "solved_rate")},
+            "status": setup.status, "k": setup.k, "tasks": summary["tasks"], "attempts": len(results),
+            **{f: summary[f] for f in ("passed", "failed", "errors", "incomplete", "incomplete_by_category", "not_run", "complete", "scoring_rule",
+                                       "tampering", "pass_at_1", "pass_at_1_tasks", "pass_at_k", "pass_at_k_tasks",
+                                       "solved_tasks", "solved_rate")},
             "total_cost_usd": money(total),
             "cost_per_solved_usd": ratio(total, summary["solved_tasks"]),
             "cost_per_passing_attempt_usd": ratio(total, summary["passed"]),
@@ -89,8 +91,8 @@ def difficulty_rows(setups: list[Setup]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"task_id": task}
         passed = graded = 0
         for setup in setups:
-            verdicts = [t.result.status == "passed" for t in setup.trials
-                        if t.result.task_id == task and t.result.status != "error"]
+            verdicts = [v for t in setup.trials
+                        if t.result.task_id == task and (v := verdict(t.result, setup.rule)) is not None]
             row[setup.name] = round(sum(verdicts) / len(verdicts), 6) if verdicts else None
             passed, graded = passed + sum(verdicts), graded + len(verdicts)
         row["overall"] = round(passed / graded, 6) if graded else None
