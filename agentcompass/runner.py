@@ -26,12 +26,11 @@ from agentcompass.registry import resolve
 from agentcompass.fingerprint import differences, effective_settings, fingerprint
 from agentcompass.results import ResultsStore, TrialResult, active_seconds, now_iso, write_json
 from agentcompass.scoring import base_note, incomplete_note, rate, rule_for, summarize, usd
-from agentcompass.task import Usage
 from agentcompass.runlock import RunLock
 from agentcompass.scheduler import Lane, RetryPolicy, RunFailed, RunStopped, Scheduler
 from agentcompass.schema import ResolvedConfig
 from agentcompass.shards import check_processes
-from agentcompass.task import Task
+from agentcompass.task import Task, Usage
 from agentcompass.trial import OpenSandboxes, TrialRunner
 
 log = structlog.get_logger("agentcompass")
@@ -342,9 +341,11 @@ def write_summary(run_dir: Path, task_ids: list[str], resolved: ResolvedConfig, 
     if pricing is not None and pricing.hourly_usd is not None and summary["cost_usd"] is not None:
         # each trial charged its own generation time: concurrent trials share the endpoint (split at the run's end)
         summary["cost_basis"] = SOLE_COST
-    summary.update({"count_errors_as_failures": resolved.run.count_errors_as_failures, "abandoned_tries": sum(not a.superseded for a in abandoned),
-                    "superseded_records": len(superseded),
-                    "active_s": round(active_seconds(sessions), 3), "updated_at": now_iso()})
+    summary.update({
+        "count_errors_as_failures": resolved.run.count_errors_as_failures,
+        "abandoned_tries": sum(not a.superseded for a in abandoned), "superseded_records": len(superseded),
+        "active_s": round(active_seconds(sessions), 3), "updated_at": now_iso(),
+    })
     summarize_more = getattr(task_format, "summarize", None)  # a format's own figures (CooperBench: merge conflicts)
     if summarize_more is not None:
         summary.update(summarize_more(results))

@@ -49,7 +49,8 @@ class Setup:
 
     def unrecorded_usage(self) -> Usage:
         """What tries without a record of their own spent: cut short, or superseded (their old record's)."""
-        return Usage.total([*(a.result.usage for a in self.abandoned if not a.superseded), *(r.usage for r in self.superseded)])
+        cut_short = [a.result.usage for a in self.abandoned if not a.superseded]
+        return Usage.total([*cut_short, *(r.usage for r in self.superseded)])
 
     @property
     def hourly_usd(self) -> float | None:
@@ -67,9 +68,8 @@ class Unrecorded(Trial):
     """An abandoned try: priced like a trial, keyed apart from the attempt's own record."""
 
     def __init__(self, setup: str, item: AbandonedTry) -> None:
-        usage = item.usage
         result = TrialResult(task_id=item.task_id, attempt=item.attempt, status="error", error_category="abandoned",
-                             usage=usage, started_at="", finished_at="")
+                             usage=item.usage, started_at="", finished_at="")
         super().__init__(setup, result, item.calls)
         self.name, self.superseded = item.name, item.superseded
 
@@ -126,6 +126,7 @@ def load_setup(directory: Path, name: str, warn: bool = True) -> Setup:
     setup.task_ids = list(selection) if isinstance(selection, list) else sorted({t.result.task_id for t in setup.trials})
     chosen = set(setup.task_ids)
     setup.trials = [t for t in setup.trials if t.result.task_id in chosen]
-    setup.abandoned = [Unrecorded(name, a) for a in read_abandoned(directory) if a.task_id in chosen and a.attempt <= setup.k]
+    setup.abandoned = [Unrecorded(name, a) for a in read_abandoned(directory)
+                       if a.task_id in chosen and a.attempt <= setup.k]
     setup.superseded = [r for r in superseded if r.task_id in chosen and r.attempt <= setup.k]
     return setup

@@ -40,11 +40,11 @@ def settle(summaries: dict[Path, dict[str, Any]]) -> None:
         if id(setup) not in hosted_here:
             continue
         summary = summaries[setup.dir]
-        total = row["total_cost_usd"]
+        total, per_solved = row["total_cost_usd"], row["cost_per_solved_usd"]
         summary.update({
             "cost_usd": None if total is None else float(Decimal(total)),
             "cost_known": total is not None,
-            "cost_per_solved_usd": None if row["cost_per_solved_usd"] is None else float(Decimal(row["cost_per_solved_usd"])),
+            "cost_per_solved_usd": None if per_solved is None else float(Decimal(per_solved)),
             "cost_basis": row["cost_basis"],
         })
         write_json(setup.dir / "summary.json", summary)

@@ -17,6 +17,10 @@ SETUP_COLUMNS = [
     "cost_per_passing_attempt_usd", "avg_cost_per_attempt_usd", "cost_basis", "tokens_in", "tokens_out",
     "tokens_cached", "steps", "orchestration_s", "session_s", "generation_s",
 ]
+# The scoring module's figures a setup row takes as they are (incomplete_by_category: report.json only).
+SUMMARY_FIELDS = ("passed", "failed", "errors", "incomplete", "incomplete_by_category", "not_run", "complete",
+                  "scoring_rule", "tampering", "pass_at_1", "pass_at_1_tasks", "pass_at_k", "pass_at_k_tasks",
+                  "solved_tasks", "solved_rate")
 TRIAL_COLUMNS = [
     "setup", "task_id", "attempt", "status", "error_category", "reward", "cost_usd", "sole_cost_usd", "cost_basis",
     "steps", "tokens_in", "tokens_out", "tokens_cached", "orchestration_s", "session_s", "generation_s",
@@ -68,9 +72,7 @@ def setup_rows(setups: list[Setup], costs: Costs) -> list[dict[str, Any]]:
             "setup": setup.name, "benchmark": setup.labels.get("benchmark"), "harness": setup.labels.get("harness"),
             "model": setup.model.get("name"), "reasoning": setup.model.get("reasoning"), "env": setup.labels.get("env"),
             "status": setup.status, "k": setup.k, "tasks": summary["tasks"], "attempts": len(results),
-            **{f: summary[f] for f in ("passed", "failed", "errors", "incomplete", "incomplete_by_category", "not_run", "complete", "scoring_rule",
-                                       "tampering", "pass_at_1", "pass_at_1_tasks", "pass_at_k", "pass_at_k_tasks",
-                                       "solved_tasks", "solved_rate")},
+            **{f: summary[f] for f in SUMMARY_FIELDS},
             "total_cost_usd": money(total),
             "cost_per_solved_usd": ratio(total, summary["solved_tasks"]),
             "cost_per_passing_attempt_usd": ratio(total, summary["passed"]),
