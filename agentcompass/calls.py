@@ -11,7 +11,10 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentcompass.task import Usage
 
 CALLS_FILE = "model_calls.jsonl"
 
@@ -53,3 +56,21 @@ class CallLog:
             os.write(fd, line)
         finally:
             os.close(fd)
+
+
+def usage_of_calls(calls: list[dict[str, Any]]) -> "Usage":
+    """What these call records add up to: answered calls and their tokens and cost (unknown where one has
+    none), every call's waiting time, and the failed ones as model_errors."""
+    from agentcompass.task import Usage
+
+    answered = [c for c in calls if c.get("status") == "ok"]
+    return Usage(
+        model_calls=len(answered),
+        tokens_in=sum(c.get("tokens_in") or 0 for c in answered),
+        tokens_out=sum(c.get("tokens_out") or 0 for c in answered),
+        tokens_cached=sum(c.get("tokens_cached") or 0 for c in answered),
+        cost_usd=sum(c.get("cost_usd") or 0.0 for c in answered),
+        cost_known=all(c.get("cost_usd") is not None for c in answered),
+        generation_s=sum(float(c.get("duration_s") or 0.0) for c in calls),
+        model_errors=len(calls) - len(answered),
+    )

@@ -18,6 +18,7 @@ from agentcompass.schema import ResolvedConfig
 
 VERDICT_FREE = {
     "description", "overrides", "base_dir",  # recipe prose, per-provider blocks already merged, its folder
+    "scoring",  # how verdicts are counted, not what they are: a rerun under another rule resumes
     "pricing", "base_url", "api_key_env",  # cost and where the model is served, not which model
     "root", "app_name", "environment_name", "ready_timeout", "pull_timeout_s", "build_timeout_s", "api_timeout_s", "max_connections",
 }

@@ -16,14 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from agentcompass.config import Invocation, compose, finalize, make_hydra, public_dict
 from agentcompass.errors import UserError
 from agentcompass.overrides import expand, hydra_value, sweep_suffix
 from agentcompass.pool import Pool
 from agentcompass.results import write_json
 from agentcompass.progress import silence
-from agentcompass.runner import PreparedRun, execute, prepare, print_summary, raise_outcome, rate
+from agentcompass.runner import PreparedRun, execute, prepare, print_summary, raise_outcome
+from agentcompass.scoring import rate, usd
 from agentcompass.scheduler import Interrupted, RunFailed
+
+log = structlog.get_logger("agentcompass")
 
 
 @dataclass
@@ -57,7 +62,12 @@ class Job:
         if pool is not None:
             self.outcome(prepared.run_dir, lambda: pool.add(prepared))  # its trials run once every job is added
             return
-        ran = self.outcome(prepared.run_dir, lambda: print_summary(execute(prepared, self.argv), prepared.run_dir))
+        def run_alone() -> None:
+            summary = execute(prepared, self.argv)
+            settle_costs({prepared.run_dir: summary})
+            print_summary(summary, prepared.run_dir)
+
+        ran = self.outcome(prepared.run_dir, run_alone)
         if ran and self.multirun:
             write_sweep(prepared.run_dir.parent)
 
@@ -67,6 +77,8 @@ class Job:
             return
         run_root = pool.runs[0].prepared.run_dir.parent
         ran = self.outcome(run_root, pool.run)
+        if ran:  # the pooled runs share their endpoints: split each one's cost among all their trials
+            settle_costs({run.prepared.run_dir: run.summary for run in pool.runs if run.summary})
         for run in pool.runs:
             complete = self.outcome(run.prepared.run_dir, lambda: raise_outcome(run))
             if ran and complete:
@@ -190,6 +202,22 @@ def pool_for(prepared: list[PreparedRun], argv: list[str]) -> Pool | None:
     return Pool(argv, prepared[0].resolved.run.task_concurrency)
 
 
+def settle_costs(summaries: dict[Path, dict[str, Any]]) -> None:
+    """Self-hosted runs' cost split by concurrency as `report` splits it (agentcompass.report.runcost); should
+    that fail, the summary keeps its sole-cost upper bound, labelled so."""
+    from agentcompass.report.runcost import settle
+
+    try:
+        settle(summaries)
+    except Exception as exc:  # a cost figure is not worth the run's exit status
+        log.warning("could not split the self-hosted cost; the summary shows the sole-cost upper bound", error=str(exc))
+
+
+SWEEP_FIELDS = ("k", "tasks", "trials", "passed", "failed", "errors", "incomplete", "not_run", "complete", "scoring_rule",
+                "pass_at_1", "pass_at_1_tasks", "pass_at_k", "solved_tasks", "solved_rate", "cost_usd", "cost_known",
+                "cost_basis", "cost_per_solved_usd", "model_calls", "tokens_in", "tokens_out", "active_s")
+
+
 def write_sweep(run_root: Path) -> list[dict[str, Any]]:
     """sweep.json: every result directory under the run name with its headline figures."""
     import json
@@ -207,9 +235,8 @@ def write_sweep(run_root: Path) -> list[dict[str, Any]]:
             "labels": config.get("labels", {}),
             "model": config.get("model", {}).get("name"),
             "reasoning": config.get("model", {}).get("reasoning"),
-            **{k: summary.get(k) for k in ("k", "tasks", "trials", "passed", "failed", "errors", "pass_at_1",
-                                           "pass_at_k", "solved_tasks", "solved_rate", "cost_usd",
-                                           "cost_per_solved_usd", "tokens_in", "tokens_out", "active_s")},
+            "status": run_info.get("status"),
+            **{k: summary.get(k) for k in SWEEP_FIELDS},
             "cost_is_estimate": True,  # until `agentcompass report --bill` splits the real bill
         })
     write_json(run_root / "sweep.json", {"runs": rows})
@@ -218,12 +245,13 @@ def write_sweep(run_root: Path) -> list[dict[str, Any]]:
 
 def print_sweep(rows: list[dict[str, Any]], run_root: Path) -> None:
     """One line per job of a sweep, then where sweep.json is."""
-    table = [("RUN", "K", "PASS@1", "PASS@K", "SOLVED", "ERRORS", "COST", "COST/SOLVED*")]
+    table = [("RUN", "K", "PASS@1", "OVER", "PASS@K", "SOLVED", "ERRORS", "INCOMPLETE", "COST", "COST/SOLVED*")]
     for row in rows:
         table.append((row["labels"].get("suffix") or row["dir"], str(row["k"]), rate(row["pass_at_1"]),
-                      rate(row["pass_at_k"]), f"{row['solved_tasks']}/{row['tasks']}", str(row["errors"]),
-                      f"${row['cost_usd'] or 0:.4f}",
-                      "-" if row["cost_per_solved_usd"] is None else f"${row['cost_per_solved_usd']:.4f}"))
+                      f"{row.get('pass_at_1_tasks')}/{row['tasks']}", rate(row["pass_at_k"]),
+                      f"{row['solved_tasks']}/{row['tasks']}", str(row["errors"]),
+                      str((row.get("incomplete") or 0) + (row.get("not_run") or 0)), usd(row["cost_usd"]),
+                      "-" if not row["solved_tasks"] else usd(row["cost_per_solved_usd"])))
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     for line in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())

@@ -15,14 +15,15 @@ import shutil
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from math import comb
 from pathlib import Path
 from typing import Any
 
 import structlog
 from pydantic import BaseModel, Field, ValidationError
 
+from agentcompass.calls import CALLS_FILE, usage_of_calls
 from agentcompass.durable import DurableAppender, fsync_dir, write_file
 from agentcompass.task import Usage
 
@@ -131,11 +132,12 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def read_trials(path: Path) -> tuple[dict[tuple[str, int], TrialResult], list[str]]:
+def read_trials(path: Path, superseded: list[TrialResult] | None = None) -> tuple[dict[tuple[str, int], TrialResult], list[str]]:
     """The trials of a trials.jsonl, the last line per (task, attempt) winning (a retried error
     supersedes its first record), and one message per line that is not a trial (skipped).
 
-    An unterminated last line is a write still in flight (or cut by a kill): skipped silently."""
+    An unterminated last line is a write still in flight (or cut by a kill): skipped silently. `superseded`
+    gets the records a later line replaced (what they spent still counts in the totals)."""
     if not path.is_file():
         return {}, []
     results: dict[tuple[str, int], TrialResult] = {}
@@ -152,7 +154,10 @@ def read_trials(path: Path) -> tuple[dict[tuple[str, int], TrialResult], list[st
             problems.append(f"{path}:{number}: not a trial ({' '.join(str(exc.errors()[0]['msg']).split())}: "
                             f"{line[:80].decode('utf-8', 'replace')}); skipped")
             continue
-        results[(result.task_id, result.attempt)] = result
+        key = (result.task_id, result.attempt)
+        if superseded is not None and key in results:
+            superseded.append(results[key])
+        results[key] = result
     return results, problems
 
 
@@ -200,6 +205,56 @@ def repair_tail(path: Path) -> str | None:
     return action
 
 
+ABANDONED_DIR = "abandoned"  # tries cut short (an interrupt, a kill) or superseded (retry_errors), kept for what they spent
+SUPERSEDED_MARK = ".superseded-"  # in the name of a recorded try's folder there: a retry replaced its record
+
+
+@dataclass
+class AbandonedTry:
+    """A try that reached the model but has no record in trials.jsonl: its spend counts in every total."""
+
+    task_id: str
+    attempt: int
+    name: str  # its folder under abandoned/<task_id>/
+    dir: Path
+    usage: Usage
+    calls: list[dict[str, Any]]  # every model_calls.jsonl under it (failed tries' too), for the cost split
+    superseded: bool = False  # a recorded try that --retry-errors replaced: its spend is its record's (trials.jsonl)
+
+
+def read_abandoned_try(path: Path, task_id: str) -> AbandonedTry:
+    calls: list[dict[str, Any]] = []
+    for folder, _, files in sorted(os.walk(path)):
+        if CALLS_FILE in files:
+            calls += read_jsonl(Path(folder, CALLS_FILE))
+    usage = usage_of_calls(calls)
+    attempt = path.name.partition(".")[0].removeprefix("attempt-")
+    return AbandonedTry(task_id, int(attempt) if attempt.isdigit() else 0, path.name, path, usage, calls,
+                        SUPERSEDED_MARK in path.name)
+
+
+def read_abandoned(run_dir: Path, known: dict[str, AbandonedTry] | None = None) -> list[AbandonedTry]:
+    """Every abandoned try of a run, by abandoned/<task_id>/<name>; those in `known` are not read again."""
+    root = os.path.join(run_dir, ABANDONED_DIR)
+    found: list[AbandonedTry] = []
+    try:
+        tasks = sorted(os.listdir(root))
+    except FileNotFoundError:  # the common case: nothing was ever cut short
+        return found
+    for task_id in tasks:
+        for name in sorted(os.listdir(os.path.join(root, task_id))):
+            key = f"{task_id}/{name}"
+            item = (known or {}).get(key) or read_abandoned_try(Path(root, task_id, name), task_id)
+            if known is not None:
+                known[key] = item
+            found.append(item)
+    return found
+
+
+def has_calls(path: str) -> bool:
+    return any(CALLS_FILE in files for _, _, files in os.walk(path))
+
+
 class ResultsStore:
     def __init__(self, run_dir: Path) -> None:
         self.dir = run_dir
@@ -208,15 +263,19 @@ class ResultsStore:
         self._tasks = os.path.join(run_dir, "tasks")  # strings: pathlib costs more than the file calls
         self._lock = threading.Lock()
         self._recorded: dict[tuple[str, int], TrialResult] | None = None  # trials.jsonl as this process knows it
+        self._abandoned: dict[str, AbandonedTry] = {}  # abandoned/ as read so far
+        self.superseded: list[TrialResult] = []  # records a retry replaced (--retry-errors): spend in the totals
 
     def finished(self, warn: bool = False) -> dict[tuple[str, int], TrialResult]:
         """What trials.jsonl records; `warn` prints one line per line that is not a trial."""
-        results, problems = read_trials(self.trials_path)
+        superseded: list[TrialResult] = []
+        results, problems = read_trials(self.trials_path, superseded)
         if warn:
             for problem in problems:
                 print(f"warning: {problem}", file=sys.stderr, flush=True)
         with self._lock:
             self._recorded = dict(results)
+            self.superseded = superseded
         return results
 
     def recorded(self) -> list[TrialResult]:
@@ -248,10 +307,35 @@ class ResultsStore:
             os.makedirs(task_dir, exist_ok=True)
         try:
             os.mkdir(path)
-        except FileExistsError:  # rare (a resumed run): only then pay for a removal
-            shutil.rmtree(path)
+        except FileExistsError:  # rare (a resumed run): what the try there spent is kept, its files moved aside
+            self.set_aside(path, task_id, attempt)
             os.mkdir(path)
         return Path(path)
+
+    def set_aside(self, trial_dir: Path | str, task_id: str, attempt: int, recorded: bool | None = None) -> None:
+        """Move the files of a try that has or will have no record (cut short by an interrupt or a kill, or
+        recorded and now retried by --retry-errors) to abandoned/<task_id>/, where their model calls count in the
+        run's totals; a try that never reached the model is just removed. `recorded` None: a recorded try is told
+        by its result.json; False: the caller knows the try has no record."""
+        trial_dir = os.fspath(trial_dir)
+        if not os.path.isdir(trial_dir):
+            return
+        if recorded is None:
+            with self._lock:
+                known = self._recorded is not None and (task_id, attempt) in self._recorded
+            recorded = known and os.path.exists(os.path.join(trial_dir, "result.json"))
+        if not has_calls(trial_dir):
+            shutil.rmtree(trial_dir)
+            return
+        mark = SUPERSEDED_MARK[1:] if recorded else ""
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        target = os.path.join(self.dir, ABANDONED_DIR, task_id, f"attempt-{attempt}.{mark}{stamp}-{_PID}-{next(_SERIAL)}")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.rename(trial_dir, target)
+
+    def abandoned(self) -> list[AbandonedTry]:
+        """The run's abandoned tries (a few, if any: listed at each summary, read once each)."""
+        return read_abandoned(self.dir, self._abandoned)
 
     def keep_failed_try(self, trial_dir: Path, number: int) -> None:
         """Move a failed try's files into `try-<number>/` of its attempt, out of the next try's way."""
@@ -275,7 +359,10 @@ class ResultsStore:
         with self._lock:
             if self._recorded is not None:
                 for result, _ in entries:
-                    self._recorded[(result.task_id, result.attempt)] = result
+                    key = (result.task_id, result.attempt)
+                    if key in self._recorded:
+                        self.superseded.append(self._recorded[key])
+                    self._recorded[key] = result
 
     def write_result_json(self, task_id: str, attempt: int, line: bytes) -> None:
         path = os.path.join(self._tasks, task_id, f"attempt-{attempt}", "result.json")
@@ -285,83 +372,6 @@ class ResultsStore:
             pass  # the trial failed before it got its dir
         except OSError as exc:  # the trial is recorded all the same: say so, don't fail the run
             log.warning("cannot write result.json", path=path, error=str(exc))
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """The unbiased estimator of Chen et al. (2021): 1 - C(n-c, k) / C(n, k)."""
-    if n == 0:
-        return 0.0
-    k = min(k, n)
-    if n - c < k:
-        return 1.0
-    return 1.0 - comb(n - c, k) / comb(n, k)
-
-
-def summarize(results: list[TrialResult], task_ids: list[str], k: int, sessions: list[dict[str, Any]] = (),
-              count_errors_as_failures: bool = False) -> dict[str, Any]:
-    """The summary fields, computed as the README's "Summary fields" defines them. One pass over the
-    trials: it runs at every checkpoint of a run of thousands."""
-    tally = {t: [0, 0, 0] for t in task_ids}  # per task: trials, graded attempts, passed attempts
-    trials: list[TrialResult] = []
-    failed = 0
-    errors_by_category: dict[str, int] = {}
-    for r in results:
-        counts = tally.get(r.task_id)
-        if counts is None or not 1 <= r.attempt <= k:
-            continue
-        trials.append(r)
-        counts[0] += 1
-        if r.status == "error":
-            key = r.error_category or "infra"
-            errors_by_category[key] = errors_by_category.get(key, 0) + 1
-            # Graded attempts: passed or failed; an error is no verdict on the agent unless the user says so.
-            counts[1] += count_errors_as_failures
-        else:
-            counts[1] += 1
-            counts[2] += r.status == "passed"
-            failed += r.status == "failed"
-    usage = Usage.total(r.usage for r in trials)
-
-    def pass_at(kk: int) -> tuple[float | None, int]:
-        """Mean of the unbiased estimator over the tasks with at least kk graded attempts."""
-        scored = [pass_at_k(graded, passed, kk) for _, graded, passed in tally.values() if graded >= kk]
-        return (round(sum(scored) / len(scored), 6) if scored else None), len(scored)
-
-    pass_1, pass_1_tasks = pass_at(1)
-    pass_k, pass_k_tasks = pass_at(k)
-    attempted = sum(count > 0 for count, _, _ in tally.values())
-    solved = sum(passed > 0 for _, _, passed in tally.values())
-    passed_trials = sum(passed for _, _, passed in tally.values())
-    errors = sum(errors_by_category.values())
-    return {
-        "tasks": len(task_ids),
-        "tasks_attempted": attempted,
-        "tasks_unattempted": len(task_ids) - attempted,
-        "k": k,
-        "trials_expected": len(task_ids) * k,
-        "trials": len(trials),
-        "passed": passed_trials,
-        "failed": failed,
-        "errors": errors,
-        "errors_by_category": errors_by_category,
-        "count_errors_as_failures": count_errors_as_failures,
-        "pass_at_1": pass_1,
-        "pass_at_1_tasks": pass_1_tasks,
-        "pass_at_k": pass_k,
-        "pass_at_k_tasks": pass_k_tasks,
-        "solved_tasks": solved,
-        "solved_rate": round(solved / len(task_ids), 6) if task_ids else None,
-        "cost_usd": round(usage.cost_usd, 6),
-        "cost_known": usage.cost_known,
-        "cost_per_solved_usd": round(usage.cost_usd / solved, 6) if solved else None,
-        "model_calls": usage.model_calls,
-        "tokens_in": usage.tokens_in,
-        "tokens_out": usage.tokens_out,
-        "tokens_cached": usage.tokens_cached,
-        "generation_s": round(usage.generation_s, 3),
-        "active_s": round(active_seconds(sessions), 3),
-        "updated_at": now_iso(),
-    }
 
 
 def active_seconds(sessions: list[dict[str, Any]]) -> float:

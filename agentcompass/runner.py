@@ -24,15 +24,17 @@ from agentcompass.pacing import Pacer
 from agentcompass.progress import Progress, run_prefix
 from agentcompass.registry import resolve
 from agentcompass.fingerprint import differences, effective_settings, fingerprint
-from agentcompass.results import ResultsStore, TrialResult, now_iso, summarize, write_json
+from agentcompass.results import ResultsStore, TrialResult, active_seconds, now_iso, write_json
+from agentcompass.scoring import base_note, incomplete_note, rate, rule_for, summarize, usd
 from agentcompass.runlock import RunLock
 from agentcompass.scheduler import Lane, RetryPolicy, RunFailed, RunStopped, Scheduler
 from agentcompass.schema import ResolvedConfig
 from agentcompass.shards import check_processes
-from agentcompass.task import Task
+from agentcompass.task import Task, Usage
 from agentcompass.trial import OpenSandboxes, TrialRunner
 
 log = structlog.get_logger("agentcompass")
+SOLE_COST = "sole-cost upper bound (self-hosted; agentcompass report splits it by concurrency)"
 SUMMARY_EVERY_S = 10.0  # summary.json and the session's end in run.json are refreshed this often
 VERSIONED = ("agentcompass", "hydra-core", "omegaconf", "pydantic", "docker", "swebench", "mini-swe-agent", "litellm")
 
@@ -250,6 +252,7 @@ def opened(prepared: PreparedRun, argv: list[str], pacers: dict[Any, Pacer] | No
             "finished_at": None,
             "status": "running",
             "run_dir": str(run_dir),
+            "tasks": [t.id for t in prepared.tasks],  # the selection: every rate's tasks, whatever has run
         })
         if finished:
             run_info.setdefault("resumed_at", []).append(session["started_at"])
@@ -260,7 +263,7 @@ def opened(prepared: PreparedRun, argv: list[str], pacers: dict[Any, Pacer] | No
             """run.json with this session's end so far, then summary.json: a kill loses at most one period."""
             session["ended_at"] = now_iso()
             write_json(run_dir / "run.json", run_info)
-            return write_summary(run_dir, task_ids, resolved, run_info["sessions"], task_format, store.recorded())
+            return write_summary(run_dir, task_ids, resolved, run_info["sessions"], task_format, store.recorded(), store)
 
         checkpoint()
         runner = TrialRunner(
@@ -342,11 +345,25 @@ class Periodically:
 
 
 def write_summary(run_dir: Path, task_ids: list[str], resolved: ResolvedConfig, sessions: list[dict[str, Any]],
-                  task_format: Any, recorded: list[TrialResult]) -> dict[str, Any]:
-    """summary.json (and a format's derived files) from `recorded`, the trials trials.jsonl holds."""
+                  task_format: Any, recorded: list[TrialResult], store: ResultsStore | None = None) -> dict[str, Any]:
+    """summary.json (and a format's derived files) from `recorded`, the trials trials.jsonl holds, and what
+    the run's abandoned tries spent."""
     selected = set(task_ids)
     results = [r for r in recorded if r.task_id in selected]
-    summary = summarize(results, task_ids, resolved.run.k, sessions, resolved.run.count_errors_as_failures)
+    abandoned = [a for a in store.abandoned() if a.task_id in selected] if store is not None else []
+    superseded = [r for r in store.superseded if r.task_id in selected] if store is not None else []
+    rule = rule_for(resolved.benchmark.scoring, resolved.run.count_errors_as_failures)
+    unrecorded = Usage.total([*(a.usage for a in abandoned if not a.superseded), *(r.usage for r in superseded)])
+    summary = summarize(results, task_ids, resolved.run.k, rule, unrecorded)
+    pricing = resolved.model.pricing
+    if pricing is not None and pricing.hourly_usd is not None and summary["cost_usd"] is not None:
+        # each trial charged its own generation time: concurrent trials share the endpoint (split at the run's end)
+        summary["cost_basis"] = SOLE_COST
+    summary.update({
+        "count_errors_as_failures": resolved.run.count_errors_as_failures,
+        "abandoned_tries": sum(not a.superseded for a in abandoned), "superseded_records": len(superseded),
+        "active_s": round(active_seconds(sessions), 3), "updated_at": now_iso(),
+    })
     summarize_more = getattr(task_format, "summarize", None)  # a format's own figures (CooperBench: merge conflicts)
     if summarize_more is not None:
         summary.update(summarize_more(results))
@@ -384,24 +401,26 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 
 def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
-    cost = f"${summary['cost_usd']:.4f}" + ("" if summary.get("cost_known", True) else " (some models unpriced)")
-    per_solved = summary.get("cost_per_solved_usd")
+    """The end-of-run lines; every rate with its base and what it leaves out, unknown costs as unknown."""
     k = summary["k"]
     unattempted = summary["tasks_unattempted"]
+    cost = usd(summary["cost_usd"]) + ("" if summary["cost_known"] else " (no price for the model)")
+    per_solved = summary.get("cost_per_solved_usd")
+    basis = summary.get("cost_basis")
     lines = [
         f"results: {run_dir}",
         f"tasks {summary['tasks']}" + (f" ({unattempted} unattempted)" if unattempted else "")
         + f"  trials {summary['trials']}/{summary['trials_expected']}  passed {summary['passed']}  "
-        f"failed {summary['failed']}  errors {summary['errors']}",
+        f"failed {summary['failed']}" + (f" ({summary['errors_failed']} of them errors)" if summary["errors_failed"] else "")
+        + f"  errors {summary['errors']}" + (f"  tampering {summary['tampering']}" if summary.get("tampering") else ""),
         f"solved {summary['solved_tasks']}/{summary['tasks']} selected tasks ({rate(summary['solved_rate'])})  "
-        f"pass@1 {rate(summary['pass_at_1'])} over {summary['pass_at_1_tasks']} tasks  "
-        + (f"pass@{k} {rate(summary['pass_at_k'])} over {summary['pass_at_k_tasks']} tasks  " if k > 1 else "")
+        f"pass@1 {rate(summary['pass_at_1'])} {base_note(summary)}  "
+        + (f"pass@{k} {rate(summary['pass_at_k'])}  " if k > 1 else "")
         + f"tokens in/out {summary['tokens_in']}/{summary['tokens_out']}  cost {cost}"
-        + (f"  cost/solved ${per_solved:.4f} (estimate: see agentcompass report)" if per_solved is not None else ""),
+        + (f"  cost/solved {usd(per_solved)}" if summary["solved_tasks"] else "")
+        + (f"  ({basis})" if basis and summary["cost_usd"] is not None else ""),
     ]
+    if not summary["complete"]:
+        lines.append(f"incomplete: not every attempt has a verdict{incomplete_note(summary)}; "
+                     f"rerun with the same --run-name to finish (--retry-errors reruns errors)")
     print("\n".join(lines), file=sys.stdout, flush=True)
-
-
-def rate(value: float | None) -> str:
-    """A pass@k for display: n/a when no task has enough graded attempts."""
-    return "n/a" if value is None else f"{value:.3f}"

@@ -279,6 +279,7 @@ class Scheduler:
                     lane.closed.set()
                     self.lane_stopped(lane, "fatal", lane.fatal)
                 if self._abandoned(lane):
+                    self._set_aside(lane, trial_dir, task, attempt)
                     return
                 if not error.retryable or tries > lane.retry.max_retries:
                     result = TrialResult(task_id=task.id, attempt=attempt, status="error",
@@ -292,14 +293,27 @@ class Scheduler:
                 self.progress.retrying(task.id, attempt, tries, lane.retry.max_retries, delay, str(error), lane.label)
                 lane.closed.wait(delay)  # cut short by an interrupt or the run's fatal error
                 if self._abandoned(lane):
+                    self._set_aside(lane, trial_dir, task, attempt)
                     return
         if self._abandoned(lane):
+            self._set_aside(lane, trial_dir, task, attempt)
             return
         result.retries = tries - 1
         if result.status == "error":
             log.info("trial error", task=task.id, attempt=attempt, category=result.error_category,
                      message=first_line(result.message, 300))
         self.report(lane, result)
+
+    @staticmethod
+    def _set_aside(lane: Lane, trial_dir: Path | None, task: Task, attempt: int) -> None:
+        """A try cut short has no record: its files go to abandoned/ at once, so the calls it paid for count
+        in this session's last summary (a kill before this leaves them for the resume to set aside)."""
+        if trial_dir is None:
+            return
+        try:
+            lane.store.set_aside(trial_dir, task.id, attempt, recorded=False)
+        except OSError as exc:  # the resume sets it aside instead
+            log.warning("could not set an interrupted try aside", task=task.id, attempt=attempt, error=str(exc))
 
     def _record_here(self, lane: Lane, result: TrialResult) -> None:
         lane.store.record(result)  # returns once the line is durable: only then is the trial finished

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
@@ -45,6 +45,8 @@ class Recipe(Strict):
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per provider name
     harness_defaults: dict[str, dict[str, Any]] = Field(default_factory=dict)  # harness name -> its settings here
     base_dir: str | None = None  # where the recipe file lives: relative source paths start here
+    # How errors count in the rates, as the benchmark's official harness counts them (agentcompass.scoring.RULES).
+    scoring: Literal["errors_fail", "every_attempt", "valid_reward"] = "errors_fail"
 
 
 class Pricing(Strict):
@@ -126,7 +128,8 @@ class RunConfig(Strict):
     keep_environment: bool = False
     retry_errors: bool = False  # on resume, rerun the attempts recorded as errors
     new_run: bool = False  # settings differ from the run's: start `<run_name>-N` beside it instead of refusing
-    count_errors_as_failures: bool = False  # errors count as failed attempts in pass@k
+    # None: the recipe's scoring rule; true: every error is a failed attempt; false: no error is a verdict
+    count_errors_as_failures: bool | None = None
     model_check: bool = True  # one 1-token request before the first trial (--no-model-check skips it)
     provider_limit: int | None = Field(None, ge=1)  # sandboxes of the env open at once; default: the provider's
     env_open_qps: float | None = Field(None, gt=0)  # sandbox creations a second; default: the provider's

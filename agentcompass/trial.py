@@ -45,6 +45,11 @@ class TrialContext:
     gateway: "Gateway | None" = None  # the run's model gateway, for a harness with uses_gateway = True
     # Opens one more sandbox for this trial (CooperBench coop: a second agent's), closed with the trial's at the latest.
     open_sandbox: "Callable[[SandboxSpec], Sandbox] | None" = None
+    # Verifier paths the agent left something in (formats/integrity.py): recorded as details.tampering.
+    tampering: list[str] = field(default_factory=list)
+
+    def flag_tampering(self, paths: list[str]) -> None:
+        self.tampering.extend(p for p in paths if p not in self.tampering)
 
     def write(self, name: str, text: str) -> Path:
         path = os.path.join(self.dir, name)
@@ -162,7 +167,7 @@ class TrialRunner:
                     raise
                 if not getattr(self.task_format, "grades_after_agent_error", False):
                     graded = True  # an agent error is a verdict too: a failing close must not turn it into a retry
-                    return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
+                    return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox), trial=trial)
                 # The format grades a crashed agent's work too (Terminal-Bench does, officially).
                 outcome = AgentOutcome(exit_status=f"{exc.category}_error", message=str(exc),
                                        usage=exc.usage if exc.usage is not None else Usage())
@@ -179,7 +184,7 @@ class TrialRunner:
             if exc.category == "infra":
                 raise
             graded = True  # a verifier error is a verdict too
-            return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox))
+            return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox), trial=trial)
         finally:
             with phase("close"):
                 try:
@@ -191,7 +196,7 @@ class TrialRunner:
                     else:
                         close_after(sandbox, graded, task.id, attempt)
         timings["commands"] = round(sandbox.command_s + sum(extra.command_s for extra in extras), 4)
-        return self._result(task, attempt, started, t0, timings, outcome, None, {**grade.details, **details}, grade)
+        return self._result(task, attempt, started, t0, timings, outcome, None, {**grade.details, **details}, grade, trial)
 
     def _open_extra(self, spec: "SandboxSpec", extras: list["TimedSandbox"]) -> "TimedSandbox":
         """A further sandbox of the trial, tracked like its first (an interrupt closes it)."""
@@ -240,10 +245,12 @@ class TrialRunner:
     def _result(
         self, task: Task, attempt: int, started: str, t0: float, timings: dict[str, float],
         outcome: AgentOutcome | None, error: TrialError | None, details: dict[str, Any] | None = None,
-        grade: "Grade | None" = None,
+        grade: "Grade | None" = None, trial: TrialContext | None = None,
     ) -> TrialResult:
         """The trial's record: an error's, or the grade's (made in one go: setting fields one by one costs more)."""
         timings["total"] = round(time.monotonic() - t0, 4)
+        if trial is not None and trial.tampering:  # shown in the summary and report; the verdict stands as graded
+            details = {**(details or {}), "tampering": list(trial.tampering)}
         outcome = outcome if outcome is not None else AgentOutcome()
         return TrialResult(
             task_id=task.id,

@@ -193,9 +193,12 @@ def test_a_crashing_cli_is_the_agents_error_with_its_last_output(tmp_path, cli_c
 
 def test_a_cli_hanging_past_its_time_limit_is_the_agents_error(tmp_path, cli_cache):
     llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.", delay_s=60)
-    trial, _, _ = run_agent(tmp_path, cli_cache, "claude_code", llm, "harness.timeout_s=8")
+    trial, directory, _ = run_agent(tmp_path, cli_cache, "claude_code", llm, "harness.timeout_s=8")
     assert trial["status"] == "error" and trial["error_category"] == "agent", trial
     assert "ran past the agent time limit of 8 s" in trial["message"]
+    # A timed-out attempt is a failed one: in the rate, not out of it.
+    summary = json.loads((directory / "summary.json").read_text())
+    assert (summary["pass_at_1"], summary["pass_at_1_tasks"], summary["failed"], summary["complete"]) == (0.0, 1, 1, True)
 
 
 @pytest.mark.parametrize(("harness", "preset"), [("claude_code", "gpt-5"), ("codex", "claude-opus-4-5"),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.results import pass_at_k
+from agentcompass.scoring import pass_at_k
 
 T0 = 1_800_000_000  # on an hour boundary (500000 h)
 ENDPOINT = {"name": "glm-5.2", "base_url": "http://127.0.0.1:9/v1", "pricing": None}
@@ -189,11 +189,11 @@ def demo(tmp_path_factory):
     return tmp / "results" / "both"
 
 
-def test_the_run_summary_marks_cost_per_solved_task_as_an_estimate(cli, tmp_path):
+def test_the_run_summary_shows_a_known_cost_per_solved_task(cli, tmp_path):
     proc = cli("run", "demo", "oracle", "none", "--run-name", "est", "--results-dir", str(tmp_path / "results"),
                "--benchmark-params", '{"limit": 1}', cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "cost/solved $0.0000 (estimate: see agentcompass report)" in proc.stdout
+    assert "cost/solved $0.0000" in proc.stdout and "unknown" not in proc.stdout  # no model: nothing spent, known
 
 
 def test_demo_report_then_verify(cli, demo):

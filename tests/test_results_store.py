@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.results import TrialResult, now_iso, summarize
+from agentcompass.results import TrialResult, now_iso
+from agentcompass.scoring import RULES, base_note, summarize
 from agentcompass.task import Usage
 from harbor_factory import make_file_tasks, make_recipe, make_task
 
@@ -39,32 +40,48 @@ SESSIONS = [{"started_at": "2026-01-01T00:00:00+00:00", "ended_at": "2026-01-01T
             {"started_at": "2026-01-01T01:00:00+00:00", "ended_at": "2026-01-01T01:00:05.5+00:00"}]
 
 
+def summary(results=RESULTS, tasks=("A", "B", "C", "D", "E"), k=3, rule="errors_fail"):
+    return summarize(results, list(tasks), k, RULES[rule])
+
+
 def test_summary_fields_against_hand_computed_values():
-    s = summarize(RESULTS, ["A", "B", "C", "D", "E"], k=3, sessions=SESSIONS)
+    s = summary()
     assert (s["tasks"], s["tasks_attempted"], s["tasks_unattempted"]) == (5, 4, 1)
-    assert (s["trials_expected"], s["trials"], s["passed"], s["failed"], s["errors"]) == (15, 10, 4, 4, 2)
-    assert s["errors_by_category"] == {"infra": 1, "agent": 1}
-    # Graded attempts only: A 1 of 2 -> 0.5, B 1, C 0; E has none, D none.
-    assert s["pass_at_1"] == 0.5 and s["pass_at_1_tasks"] == 3
-    # pass@3 over the tasks with 3 graded attempts: B 1, C 0 (A has only 2).
-    assert s["pass_at_k"] == 0.5 and s["pass_at_k_tasks"] == 2
+    # The agent error of E is a failed attempt; the infra error of A has no verdict.
+    assert (s["trials_expected"], s["trials"], s["passed"], s["failed"], s["errors"]) == (15, 10, 4, 5, 2)
+    assert s["errors_by_category"] == {"infra": 1, "agent": 1} and s["errors_failed"] == 1
+    assert (s["incomplete"], s["incomplete_by_category"], s["not_run"], s["complete"]) == (1, {"infra": 1}, 5, False)
+    # Over the tasks with a verdict: A 1 of 2 -> 0.5, B 1, C 0, E 0 of 1; D has none.
+    assert s["pass_at_1"] == 0.375 and s["pass_at_1_tasks"] == 4
+    # pass@3 over the same four: A (2 verdicts, 1 passed) 1, B 1, C 0, E 0.
+    assert s["pass_at_k"] == 0.5 and s["pass_at_k_tasks"] == 4
     assert s["solved_tasks"] == 2 and s["solved_rate"] == 0.4  # A and B of all five selected
     assert s["cost_usd"] == 5.0 and s["cost_per_solved_usd"] == 2.5  # ten selected trials, two solved tasks
-    assert s["active_s"] == 15.5  # the hour between the sessions is not run time
 
 
-def test_errors_count_as_failures_when_asked():
-    s = summarize(RESULTS, ["A", "B", "C", "D", "E"], k=3, sessions=SESSIONS, count_errors_as_failures=True)
+def test_every_attempt_counts_where_the_official_harness_counts_them_all():
+    s = summary(rule="every_attempt")
     # A 1 of 3, B 1, C 0, E 0 of 1.
     assert s["pass_at_1"] == pytest.approx((1 / 3 + 1 + 0 + 0) / 4, abs=1e-6) and s["pass_at_1_tasks"] == 4
-    # pass@3: A 1 - C(2,3)/C(3,3) = 1, B 1, C 0.
-    assert s["pass_at_k"] == pytest.approx(2 / 3, abs=1e-6) and s["pass_at_k_tasks"] == 3
+    # pass@3: A 1 - C(2,3)/C(3,3) = 1, B 1, C 0, E 0.
+    assert s["pass_at_k"] == 0.5 and s["incomplete"] == 0 and s["failed"] == 6
 
 
-def test_no_graded_attempt_gives_no_pass_rate():
-    s = summarize([trial("A", 1, "error", "infra")], ["A"], k=1)
+def test_errors_leave_the_rate_only_when_the_rule_says_so():
+    verifier = [*RESULTS, trial("D", 1, "error", "verifier")]
+    harbor = summary(verifier, rule="valid_reward")  # Harbor: no valid reward, no verdict
+    assert (harbor["pass_at_1_tasks"], harbor["incomplete_by_category"]) == (4, {"infra": 1, "verifier": 1})
+    mini = summary(verifier)
+    assert mini["pass_at_1_tasks"] == 5 and mini["pass_at_1"] == pytest.approx(1.5 / 5)
+    excluded = summary(rule="errors_excluded")  # run.count_errors_as_failures=false: the old reading
+    assert excluded["pass_at_1"] == pytest.approx(1.5 / 3) and excluded["pass_at_1_tasks"] == 3
+
+
+def test_no_verdict_gives_no_pass_rate_and_an_incomplete_run():
+    s = summary([trial("A", 1, "error", "infra")], ["A"], k=1)
     assert s["pass_at_1"] is None and s["pass_at_1_tasks"] == 0 and s["solved_rate"] == 0
-    assert s["cost_per_solved_usd"] is None
+    assert s["cost_per_solved_usd"] is None and s["complete"] is False
+    assert "over 0 of 1 tasks · 1 attempt incomplete (infra)" == base_note(s)
 
 
 # ---- end to end on the local provider ----
@@ -191,15 +208,18 @@ def test_summary_of_a_run_with_errors(cli, tmp_path):
     result = cli(*run_args(tmp_path, "--k", "2"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     s = summary_of(run_dir)
-    assert (s["trials"], s["passed"], s["failed"], s["errors"]) == (6, 2, 2, 2)
-    assert (s["pass_at_1"], s["pass_at_1_tasks"], s["pass_at_k"], s["pass_at_k_tasks"]) == (0.5, 2, 0.5, 2)
-    assert s["solved_tasks"] == 1 and s["solved_rate"] == pytest.approx(1 / 3, abs=1e-6)
-    assert "pass@1 0.500 over 2 tasks" in result.stdout and "solved 1/3" in result.stdout
-    # Counting errors as failures is a reading of the same trials: the run resumes, nothing reruns.
-    result = cli(*run_args(tmp_path, "--k", "2", "run.count_errors_as_failures=true"), cwd=tmp_path)
+    # The verifier errors of "broken" are failed attempts: every selected task has a verdict.
+    assert (s["trials"], s["passed"], s["failed"], s["errors"], s["errors_failed"]) == (6, 2, 4, 2, 2)
+    third = pytest.approx(1 / 3, abs=1e-6)
+    assert (s["pass_at_1"], s["pass_at_1_tasks"], s["pass_at_k"], s["pass_at_k_tasks"]) == (third, 3, third, 3)
+    assert s["solved_tasks"] == 1 and s["solved_rate"] == third and s["complete"] is True
+    assert "pass@1 0.333 over 3 tasks" in result.stdout and "solved 1/3" in result.stdout
+    # Leaving errors out is a reading of the same trials: the run resumes, nothing reruns, and the base says so.
+    result = cli(*run_args(tmp_path, "--k", "2", "run.count_errors_as_failures=false"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     s = summary_of(run_dir)
-    assert (s["pass_at_1"], s["pass_at_1_tasks"]) == (pytest.approx(1 / 3, abs=1e-6), 3) and s["trials"] == 6
+    assert (s["pass_at_1"], s["pass_at_1_tasks"]) == (0.5, 2) and s["trials"] == 6
+    assert "pass@1 0.500 over 2 of 3 tasks · 2 attempts incomplete (verifier)" in result.stdout
     assert len(lines_of(run_dir)) == 6
 
 
@@ -239,14 +259,16 @@ def test_a_sweep_ends_with_a_table_and_sweep_json_has_k(cli, tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("RUN "))
-    assert lines[header].split() == ["RUN", "K", "PASS@1", "PASS@K", "SOLVED", "ERRORS", "COST", "COST/SOLVED*"]
-    assert lines[header + 1].split()[:5] == ["run.k=1", "1", "1.000", "1.000", "2/2"]
-    assert lines[header + 2].split()[:5] == ["run.k=2", "2", "1.000", "1.000", "2/2"]
+    assert lines[header].split() == ["RUN", "K", "PASS@1", "OVER", "PASS@K", "SOLVED", "ERRORS", "INCOMPLETE", "COST",
+                                     "COST/SOLVED*"]
+    assert lines[header + 1].split()[:8] == ["run.k=1", "1", "1.000", "2/2", "1.000", "2/2", "0", "0"]
+    assert lines[header + 2].split()[:8] == ["run.k=2", "2", "1.000", "2/2", "1.000", "2/2", "0", "0"]
     assert lines[header + 3] == f"sweep: {tmp_path / 'r' / 'x' / 'sweep.json'}"
     assert lines[header + 4].startswith("* an estimate; split by concurrency or by the real bill: agentcompass report")
     sweep = json.loads((tmp_path / "r" / "x" / "sweep.json").read_text())
     assert [row["k"] for row in sweep["runs"]] == [1, 2]
     assert all(row["cost_is_estimate"] is True and "cost_per_solved_usd" in row for row in sweep["runs"])
+    assert all(row["complete"] is True and row["cost_known"] is True and row["status"] == "completed" for row in sweep["runs"])
 
 
 def test_summary_is_refreshed_while_the_run_goes_on(tmp_path):

@@ -63,6 +63,8 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     report = build(setups, pricing_of(args, setups))
     page = write(report, out)
     print_table(report["setups"])
+    for line in report["banners"]:
+        print(f"note: {line}", flush=True)
     if page is None:
         print(f"report: {out} (summary.csv, per_trial.csv, task_difficulty.csv, report.json); report.html "
               f"needs plotly for its charts: pip install 'agentcompass[report]'", flush=True)
@@ -175,8 +177,9 @@ def print_table(setups: list[dict[str, Any]]) -> None:
     def rate(value: float | None) -> str:
         return "-" if value is None else f"{value:.1%}"
 
-    table = [("SETUP", "PASS@1", "PASS@K", "SOLVED", "COST", "COST/SOLVED")]
-    table += [(s["setup"], rate(s["pass_at_1"]), rate(s["pass_at_k"]), f"{s['solved_tasks']}/{s['tasks']}",
+    table = [("SETUP", "PASS@1", "OVER", "PASS@K", "SOLVED", "INCOMPLETE", "COST", "COST/SOLVED")]
+    table += [(s["setup"], rate(s["pass_at_1"]), f"{s['pass_at_1_tasks']}/{s['tasks']}", rate(s["pass_at_k"]),
+               f"{s['solved_tasks']}/{s['tasks']}", str(s["incomplete"] + s["not_run"]),
                usd(s["total_cost_usd"]), "n/a" if not s["solved_tasks"] else usd(s["cost_per_solved_usd"])) for s in setups]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     for line in table:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentcompass.errors import InfraError, TrialError, UserError
 from agentcompass.formats import cooperbench_grade as grading
 from agentcompass.formats.base import SelectionParams, recipe_limits, select_tasks
+from agentcompass.formats.integrity import clear_verifier_inputs
 from agentcompass.formats.cooperbench_coop import AGENTS, MessageRelay, coop_compose, install_tools, partner_spec
 from agentcompass.formats.sources import dataset_root
 from agentcompass.schema import Recipe
@@ -244,6 +245,11 @@ class CooperbenchFormat:
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade:
         features = task.data["features"]
         task_dir = Path(task.data["task_dir"])
+        # The grading sandbox is fresh, but its /patches must hold only what is put there now.
+        trial.flag_tampering(clear_verifier_inputs(sandbox, dirs=(grading.PATCHES_DIR,), make=(grading.PATCHES_DIR,)))
+        raw = outcome.submission or ""
+        if grading.filter_test_files(raw) != (raw if not raw or raw.endswith("\n") else raw + "\n"):
+            trial.flag_tampering(["the agent's patch changes test files (left out, as CooperBench does)"])
         for index, feature in enumerate(features, 1):
             sandbox.upload(task_dir / f"feature{feature}" / "tests.patch", f"{grading.PATCHES_DIR}/tests{index}.patch")
         base = grading.base_commit(sandbox)

@@ -26,6 +26,7 @@ from agentcompass.formats.harbor_dataset import manifest_task_dirs
 from agentcompass.formats.harbor_fields import is_free_form
 from agentcompass.formats.harbor_schema import Artifact, CollectHook, Environment, Step, TaskConfig, unknown_fields
 from agentcompass.formats.harbor_verifier import environment_mode, separate_verifier, verifier_settings
+from agentcompass.formats.integrity import clear_verifier_inputs, tampering_note
 from agentcompass.formats.sources import dataset_root
 from agentcompass.formats.terminal_bench_compose import COMPOSE_FILES, compose_services
 from agentcompass.sandbox import ComposeSpec
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 DEFAULT_AGENT_TIMEOUT = None  # Harbor 0.26: no agent timeout unless the task, recipe or harness sets one
 DEFAULT_VERIFY_TIMEOUT = 600.0  # Harbor 0.26's VerifierConfig.timeout_sec
 VERIFIER_DIR = "/logs/verifier"
+REWARD_FILES = (f"{VERIFIER_DIR}/reward.txt", f"{VERIFIER_DIR}/reward.json")
+TESTS_DIR = "/tests"
 WARNED: set[str] = set()  # the unknown-field warnings this process printed
 SETUP_SCRIPT = ".setup.sh"  # in environment/workspace: what the Dockerfile RUNs, for hosts without a build
 
@@ -424,14 +427,19 @@ class HarborFormat:
         # A separate verifier's own image holds /tests itself, as in Harbor; the task's image (the fallback) and
         # a sandbox without an image built (a task run on the host) get them uploaded as in shared mode.
         bundled = mode == "separate" and task.data["verifier"]["bundled_tests"]
-        if not bundled or not getattr(sandbox, "has_task_image", False):
+        upload = not bundled or not getattr(sandbox, "has_task_image", False)
+        where = f"steps/{task.data['step']}/" if task.data.get("step") else ""
+        # Nothing the agent left is read as a verdict: the reward files go and /tests is uploaded afresh.
+        found = clear_verifier_inputs(sandbox, dirs=(TESTS_DIR,) if upload else (), files=REWARD_FILES,
+                                      make=(VERIFIER_DIR, "/logs/agent"))
+        trial.flag_tampering(tampering_note(found, (TESTS_DIR,) if where and upload else ()))  # not an earlier step's tests
+        if upload:
             for tests in task.data["tests"]:  # a step's tests over the task's
                 if os.path.isdir(tests):
-                    sandbox.upload(Path(tests), "/tests")
-        where = f"steps/{task.data['step']}/" if task.data.get("step") else ""
-        clear = f" && rm -rf {VERIFIER_DIR}/*" if where else ""  # a step's grade is not the step before's
+                    sandbox.upload(Path(tests), TESTS_DIR)
+        clear = f"rm -rf {VERIFIER_DIR}/* && " if where else ""  # a step's grade is not the step before's
         result = sandbox.exec(
-            f"mkdir -p {VERIFIER_DIR} /logs/agent{clear} && bash /tests/test.sh",
+            f"{clear}bash {TESTS_DIR}/test.sh",
             env=task.data["verifier_env"], timeout=task.verify_timeout_s, user=task.data["verifier_user"],
         )
         output = result.stdout + result.stderr
@@ -440,6 +448,8 @@ class HarborFormat:
             raise VerifierError(f"verifier timed out after {task.verify_timeout_s:.0f}s")
         rewards = self.read_rewards(sandbox, trial.dir.joinpath(where, "verifier"), result.exit_code,
                                     "see verifier.log" if output else "it printed nothing")
+        if where:  # the next step's check must not take this step's reward for the agent's
+            sandbox.exec(f"rm -f -- {' '.join(REWARD_FILES)}", user="root", timeout=60)
         reward = rewards.get("reward", sum(rewards.values()) / len(rewards))
         details = {"test_exit_code": result.exit_code, "environment_mode": mode}
         if outcome.collected:
@@ -451,16 +461,20 @@ class HarborFormat:
             sandbox.download(VERIFIER_DIR, local)
         except FileNotFoundError:
             pass
-        try:
-            text = read_if_present(os.path.join(local, "reward.txt"))
-            if text is not None:
-                return {"reward": float(text.decode().strip())}
+        try:  # reward.json first, as Harbor reads it (verifier.py)
             data = read_if_present(os.path.join(local, "reward.json"))
             if data is not None:
+                if not data.strip():
+                    raise ValueError("reward.json is empty")
                 named = json.loads(data)
                 if not isinstance(named, dict) or not named:
                     raise ValueError("reward.json must be a non-empty object of named rewards")
-                return {str(k): float(v) for k, v in named.items()}
+                return {str(k): finite(v) for k, v in named.items()}
+            text = read_if_present(os.path.join(local, "reward.txt"))
+            if text is not None:
+                if not text.strip():
+                    raise ValueError("reward.txt is empty")
+                return {"reward": finite(float(text.decode().strip()))}
         except ValueError as exc:
             raise VerifierError(f"unreadable reward file: {exc}") from exc
         raise VerifierError(
@@ -535,6 +549,13 @@ def await_healthy(check: dict[str, Any] | None, sandbox: "Sandbox", trial: "Tria
             raise InfraError(f"healthcheck failed {failures} times in a row (exit {result.exit_code}); see healthcheck.log")
         if trial.stopping.wait(check["start_interval_sec"] if starting else check["interval_sec"]):
             raise InfraError("interrupted")
+
+
+def finite(value: Any) -> float:
+    """A reward as Harbor accepts it: a real, finite number (not a string, NaN or infinity)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"reward {value!r} is not a finite number")
+    return float(value)
 
 
 def reaches(rewards: dict[str, float], minimum: float | dict[str, float] | None) -> bool:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentcompass.errors import UserError, VerifierError
 from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
+from agentcompass.formats.integrity import clear_verifier_inputs
 from agentcompass.formats.sources import dataset_root
 from agentcompass.formats.terminal_bench_compose import CLIENT, COMPOSE_FILES, TEST_DIR, read_services, read_yaml
 from agentcompass.formats.terminal_bench_parsers import PARSERS, ParseError, parse_test_output, resolved
@@ -216,6 +217,10 @@ class TerminalBenchFormat:
         run_tests = task_dir / "run-tests.sh"
         if not run_tests.is_file():  # officially the copy fails and the trial is unresolved
             return failed(f"task '{task.id}' has no run-tests.sh", "no_run_tests")
+        # The tests are copied in after the agent, as the official harness does; whatever the agent put in
+        # /tests (a conftest.py, a run-tests.sh of its own) goes first, and its log file with it.
+        trial.flag_tampering(clear_verifier_inputs(sandbox, dirs=(TEST_DIR,), files=(TEST_LOG, f"{TEST_LOG}.tail"),
+                                                   make=(TEST_DIR,)))
         if (task_dir / "tests").is_dir():
             sandbox.upload(task_dir / "tests", TEST_DIR)
         sandbox.upload(run_tests, f"{TEST_DIR}/run-tests.sh")

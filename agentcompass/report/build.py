@@ -17,6 +17,7 @@ from agentcompass.report.stats import METHOD, analyse
 from agentcompass.report.tables import (PAIR_COLUMNS, SETUP_COLUMNS, TASK_COLUMNS, TRIAL_COLUMNS, difficulty_rows, money,
                                         pair_rows, setup_rows, task_rows, task_tallies, trial_rows)
 from agentcompass.results import now_iso, write_atomic
+from agentcompass.scoring import incomplete_note
 
 CSV_FILES = ("summary.csv", "per_trial.csv", "per_task.csv", "task_difficulty.csv", "paired_differences.csv")
 
@@ -40,18 +41,36 @@ def build(setups: list[Setup], pricing: Pricing) -> dict[str, Any]:
     costs = assign(setups, pricing.hourly_usd, pricing.bill)
     tallies = {s.name: task_tallies(s, costs) for s in setups}
     analysis = analyse(tallies)
+    rows = setup_rows(setups, costs, analysis["setups"])
     return {
         "generated_at": now_iso(),
+        "banners": banners(rows),
         "inputs": [str(s.dir) for s in setups],
         "pricing": {"hourly_usd": pricing.hourly_usd, "bill": pricing.bill_source, "description": pricing.describe(),
                     "estimate": pricing.bill is None},
         "statistics": {**METHOD, "pairs": analysis["pairs"]},
-        "setups": setup_rows(setups, costs, analysis["setups"]),
+        "setups": rows,
         "trials": trial_rows(setups, costs),
         "tasks": task_rows(setups, tallies),
         "task_difficulty": difficulty_rows(setups),
         "billing": billing(costs, pricing),
     }
+
+
+def banners(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per setup whose figures are not final: a run not completed, attempts without a verdict, tampering."""
+    lines = []
+    for row in rows:
+        if row["status"] != "completed":
+            lines.append(f"{row['setup']}: the run is {row['status']}, not completed; its rates are over the "
+                         f"{row['pass_at_1_tasks']} of {row['tasks']} selected tasks with a verdict so far")
+        elif not row["complete"]:
+            lines.append(f"{row['setup']}: {incomplete_note(row).removeprefix(' · ')}; its rates are over the "
+                         f"{row['pass_at_1_tasks']} of {row['tasks']} selected tasks with a verdict")
+        if row["tampering"]:
+            lines.append(f"{row['setup']}: in {row['tampering']} attempt(s) the agent wrote where the verifier reads "
+                         f"(details.tampering); the verifier ran on fresh inputs")
+    return lines
 
 
 def billing(costs: Costs, pricing: Pricing) -> dict[str, Any] | None:

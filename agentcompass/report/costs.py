@@ -45,7 +45,7 @@ def assign(setups: list[Setup], hourly_usd: float | None = None, bill: list[Buck
     rates: dict[str, float] = {}
     for setup in setups:
         rate = hourly_usd if hourly_usd is not None else setup.hourly_usd
-        for trial in setup.trials:
+        for trial in [*setup.trials, *setup.abandoned]:  # a try cut short paid for its calls too
             if not setup.self_hosted:
                 costs[trial.key] = hosted_cost(trial)
                 continue

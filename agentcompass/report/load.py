@@ -11,8 +11,10 @@ from typing import Any
 
 from agentcompass.calls import CALLS_FILE
 from agentcompass.errors import UserError
-from agentcompass.results import TrialResult, read_jsonl, read_trials, unfinished_tail
+from agentcompass.results import AbandonedTry, TrialResult, read_abandoned, read_jsonl, read_trials, unfinished_tail
 from agentcompass.runlock import holder_of
+from agentcompass.scoring import Rule, rule_for
+from agentcompass.task import Usage
 
 
 @dataclass
@@ -40,9 +42,18 @@ class Setup:
     model: dict[str, Any]
     k: int
     trials: list[Trial] = field(default_factory=list)
+    task_ids: list[str] = field(default_factory=list)  # the run's selection (run.json), every rate's tasks
     status: str = "completed"  # run.json's; "running" only while a process holds the run (else "killed")
     holder: str | None = None  # the pid of the process running it now
     trials_expected: int | None = None  # summary.json's: tasks x k
+    rule: Rule = field(default_factory=lambda: rule_for(None, None))
+    abandoned: list["Unrecorded"] = field(default_factory=list)  # tries cut short: spend only, no verdict
+    superseded: list[TrialResult] = field(default_factory=list)  # records a retry replaced: spend only
+
+    def unrecorded_usage(self) -> Usage:
+        """What tries without a record of their own spent: cut short, or superseded (their old record's)."""
+        cut_short = [a.result.usage for a in self.abandoned if not a.superseded]
+        return Usage.total([*cut_short, *(r.usage for r in self.superseded)])
 
     @property
     def hourly_usd(self) -> float | None:
@@ -54,6 +65,20 @@ class Setup:
         pricing = self.model.get("pricing") or {}
         per_token = pricing.get("input_per_mtok") is not None or pricing.get("output_per_mtok") is not None
         return pricing.get("hourly_usd") is not None or (bool(self.model.get("base_url")) and not per_token)
+
+
+class Unrecorded(Trial):
+    """An abandoned try: priced like a trial, keyed apart from the attempt's own record."""
+
+    def __init__(self, setup: str, item: AbandonedTry) -> None:
+        result = TrialResult(task_id=item.task_id, attempt=item.attempt, status="error", error_category="abandoned",
+                             usage=item.usage, started_at="", finished_at="")
+        super().__init__(setup, result, item.calls)
+        self.name, self.superseded = item.name, item.superseded
+
+    @property
+    def key(self) -> tuple[str, str, int, str]:  # type: ignore[override]
+        return self.setup, self.result.task_id, self.result.attempt, self.name
 
 
 def run_dirs(paths: list[Path]) -> list[Path]:
@@ -79,12 +104,15 @@ def load(paths: list[Path]) -> list[Setup]:
     return [load_setup(d, f"{d.parent.name}/{d.name}" if d.name in clashing else d.name) for d in dirs]
 
 
-def load_setup(directory: Path, name: str) -> Setup:
+def load_setup(directory: Path, name: str, warn: bool = True) -> Setup:
     try:
         info = json.loads((directory / "run.json").read_text(encoding="utf-8"))
         config = info["config"]
         setup = Setup(name, directory, dict(config.get("labels") or {}), dict(config.get("model") or {}),
                       int(config["run"]["k"]))
+        setup.status = str(info.get("status") or "unknown")
+        setup.rule = rule_for((config.get("benchmark") or {}).get("scoring"), config["run"].get("count_errors_as_failures"))
+        selection = info.get("tasks")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{directory / 'run.json'} is unreadable ({type(exc).__name__}: {exc}); "
                         "pass a results directory written by agentcompass run") from None
@@ -92,15 +120,23 @@ def load_setup(directory: Path, name: str) -> Setup:
     recorded_status = str(info.get("status") or "completed")
     setup.status = "killed" if recorded_status == "running" and setup.holder is None else recorded_status
     setup.trials_expected = expected_trials(directory)
-    results, problems = read_trials(directory / "trials.jsonl")
+    superseded: list[TrialResult] = []
+    results, problems = read_trials(directory / "trials.jsonl", superseded)
     torn = unfinished_tail(directory / "trials.jsonl") if setup.holder is None else None  # else: a write in flight
-    for problem in [*problems, *([torn] if torn else [])]:
+    for problem in [*problems, *([torn] if torn else [])] if warn else ():
         print(f"warning: {problem}", file=sys.stderr, flush=True)
     for (task_id, attempt), result in sorted(results.items()):
         if attempt > setup.k:
             continue
         calls_path = directory / "tasks" / task_id / f"attempt-{attempt}" / CALLS_FILE
         setup.trials.append(Trial(name, result, read_jsonl(calls_path) if calls_path.is_file() else None))
+    # A run written before run.json named its selection: the tasks its trials name (a lower bound).
+    setup.task_ids = list(selection) if isinstance(selection, list) else sorted({t.result.task_id for t in setup.trials})
+    chosen = set(setup.task_ids)
+    setup.trials = [t for t in setup.trials if t.result.task_id in chosen]
+    setup.abandoned = [Unrecorded(name, a) for a in read_abandoned(directory)
+                       if a.task_id in chosen and a.attempt <= setup.k]
+    setup.superseded = [r for r in superseded if r.task_id in chosen and r.attempt <= setup.k]
     return setup
 
 

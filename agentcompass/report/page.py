@@ -55,6 +55,7 @@ def render(report: dict[str, Any], setup_columns: list[str]) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>agentcompass report</title><style>{STYLE}</style></head>
 <body>
 <h1>agentcompass report</h1>
+{"".join(f'<p class="banner"><b>{escape(line)}</b></p>' for line in report.get("banners", []))}
 <p class="note">{' '.join(notes)} Generated {escape(report['generated_at'])} from {len(report['inputs'])} results directory(ies).</p>
 {charts}
 <h2>Per setup</h2>

@@ -9,16 +9,21 @@ from agentcompass.report.costs import Costs
 from agentcompass.report.load import Setup, Trial
 from agentcompass.report.split import MICRO
 from agentcompass.report.stats import TaskTally
-from agentcompass.results import summarize
+from agentcompass.scoring import summarize, verdict
 
 SETUP_COLUMNS = [
     "setup", "label", "benchmark", "harness", "model", "reasoning", "env", "status", "k", "tasks", "attempts",
-    "trials_expected", "passed", "failed", "errors", "pass_at_1", "pass_at_1_low", "pass_at_1_high", "pass_at_k",
+    "trials_expected", "passed", "failed", "errors", "incomplete", "not_run", "complete", "scoring_rule", "tampering",
+    "pass_at_1", "pass_at_1_low", "pass_at_1_high", "pass_at_1_tasks", "pass_at_k", "pass_at_k_tasks",
     "solved_tasks", "solved_rate", "solved_rate_low", "solved_rate_high", "total_cost_usd", "sole_cost_usd",
     "cost_per_solved_usd", "cost_per_solved_low_usd", "cost_per_solved_high_usd", "cost_per_passing_attempt_usd",
     "avg_cost_per_attempt_usd", "cost_basis", "tokens_in", "tokens_out", "tokens_cached", "tokens_in_per_solved",
     "tokens_out_per_solved", "steps", "orchestration_s", "session_s", "generation_s",
 ]
+# The scoring module's figures a setup row takes as they are (incomplete_by_category: report.json only).
+SUMMARY_FIELDS = ("passed", "failed", "errors", "incomplete", "incomplete_by_category", "not_run", "complete",
+                  "scoring_rule", "tampering", "pass_at_1", "pass_at_1_tasks", "pass_at_k", "pass_at_k_tasks",
+                  "solved_tasks", "solved_rate")
 TASK_COLUMNS = ["task_id", "setup", "attempts", "graded", "passed", "cost_usd"]
 PAIR_COLUMNS = ["a", "b", "tasks", *[f"{figure}_{part}" for figure in ("pass_at_1", "solved_rate", "cost_per_solved_usd")
                                      for part in ("diff", "low", "high", "differs")]]
@@ -80,17 +85,21 @@ def short_labels(setups: list[Setup]) -> dict[str, str]:
 
 
 def task_tallies(setup: Setup, costs: Costs) -> list[TaskTally]:
-    """Per task: attempts, graded (passed or failed; an error is no verdict), passed, and their cost."""
-    by_task: dict[str, list[Trial]] = {}
+    """Per selected task: attempts, graded (a verdict by the setup's scoring rule), passed, and what every try
+    cost (tries cut short included, as in the setup's total); a task never run is a tally of nothing."""
+    by_task: dict[str, list[Trial]] = {task_id: [] for task_id in setup.task_ids}
     for trial in setup.trials:
         by_task.setdefault(trial.result.task_id, []).append(trial)
+    spent: dict[str, list[Trial]] = {}
+    for trial in setup.abandoned:
+        spent.setdefault(trial.result.task_id, []).append(trial)
     tallies = []
     for task_id, trials in sorted(by_task.items()):
-        task_costs = [costs.trials[t.key].cost_usd for t in trials]
+        task_costs = [costs.trials[t.key].cost_usd for t in (*trials, *spent.get(task_id, ()))]
+        verdicts = [verdict(t.result, setup.rule) for t in trials]  # the scoring module's: what counts as graded
         known = all(c is not None for c in task_costs)
         tallies.append(TaskTally(
-            task_id, len(trials), sum(t.result.status != "error" for t in trials),
-            sum(t.result.status == "passed" for t in trials),
+            task_id, len(trials), sum(v is not None for v in verdicts), sum(v is True for v in verdicts),
             sum((c for c in task_costs if c is not None), Decimal(0)) if known else None))
     return tallies
 
@@ -113,9 +122,8 @@ def setup_rows(setups: list[Setup], costs: Costs, intervals: dict[str, dict[str,
     labels = short_labels(setups)
     for setup in setups:
         results = [t.result for t in setup.trials]
-        tasks = sorted({r.task_id for r in results})
-        summary = summarize(results, tasks, setup.k)
-        trial_costs = [costs.trials[t.key] for t in setup.trials]
+        summary = summarize(results, setup.task_ids, setup.k, setup.rule, setup.unrecorded_usage())
+        trial_costs = [costs.trials[t.key] for t in (*setup.trials, *setup.abandoned)]
         known = all(c.cost_usd is not None for c in trial_costs)
         total = sum((c.cost_usd for c in trial_costs if c.cost_usd is not None), Decimal(0)) if known else None
         # Alone on the endpoint: a self-hosted trial's sole cost, a hosted one's own cost.
@@ -128,10 +136,9 @@ def setup_rows(setups: list[Setup], costs: Costs, intervals: dict[str, dict[str,
             "setup": setup.name, "label": labels[setup.name], "benchmark": setup.labels.get("benchmark"),
             "harness": setup.labels.get("harness"), "model": setup.model.get("name"),
             "reasoning": setup.model.get("reasoning"), "env": setup.labels.get("env"), "status": setup.status,
-            "k": setup.k, "tasks": len(tasks), "attempts": len(results), "trials_expected": setup.trials_expected,
-            **{f: summary[f] for f in ("passed", "failed", "errors", "pass_at_1")},
+            "k": setup.k, "tasks": summary["tasks"], "attempts": len(results), "trials_expected": setup.trials_expected,
+            **{f: summary[f] for f in SUMMARY_FIELDS},
             "pass_at_1_low": bounds["pass_at_1"]["low"], "pass_at_1_high": bounds["pass_at_1"]["high"],
-            **{f: summary[f] for f in ("pass_at_k", "solved_tasks", "solved_rate")},
             "solved_rate_low": bounds["solved_rate"]["low"], "solved_rate_high": bounds["solved_rate"]["high"],
             "total_cost_usd": money(total),
             "sole_cost_usd": money(sole),
@@ -158,8 +165,8 @@ def difficulty_rows(setups: list[Setup]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"task_id": task}
         passed = graded = 0
         for setup in setups:
-            verdicts = [t.result.status == "passed" for t in setup.trials
-                        if t.result.task_id == task and t.result.status != "error"]
+            verdicts = [v for t in setup.trials
+                        if t.result.task_id == task and (v := verdict(t.result, setup.rule)) is not None]
             row[setup.name] = round(sum(verdicts) / len(verdicts), 6) if verdicts else None
             passed, graded = passed + sum(verdicts), graded + len(verdicts)
         row["overall"] = round(passed / graded, 6) if graded else None

@@ -17,7 +17,9 @@ from agentcompass.report.load import Setup
 
 CSV_KEYS = {"summary.csv": ("setup",), "per_trial.csv": ("setup", "task_id", "attempt"), "task_difficulty.csv": ("task_id",),
             "per_task.csv": ("task_id", "setup"), "paired_differences.csv": ("a", "b")}
-SUMMARY_FIELDS = ("passed", "failed", "errors", "pass_at_1", "pass_at_k", "tokens_in", "tokens_out", "tokens_cached")
+SUMMARY_FIELDS = ("tasks", "passed", "failed", "errors", "incomplete", "not_run", "complete", "scoring_rule", "pass_at_1",
+                  "pass_at_1_tasks", "pass_at_k", "pass_at_k_tasks", "solved_tasks", "solved_rate", "tokens_in", "tokens_out",
+                  "tokens_cached")
 BRIEF_CHARS = 60  # a value longer than this is cut in a mismatch line
 TIME_SLACK_S = 0.01  # timings are rounded to 0.1 ms, call times to 1 µs
 
@@ -96,7 +98,27 @@ def check_summaries(setups: list[Setup], report: dict[str, Any]) -> list[str]:
         for field in SUMMARY_FIELDS:
             if field in summary and summary[field] != row[field]:
                 out.append(differs(f"{path}: {field} (recomputed from trials.jsonl)", row[field], summary[field]))
+        if "model_calls" in summary and summary["model_calls"] != row["steps"]:
+            out.append(differs(f"{path}: model_calls (recomputed)", row["steps"], summary["model_calls"]))
+        out += check_cost(path, summary, row)
     return out
+
+
+def check_cost(path: Path, summary: dict[str, Any], row: dict[str, Any]) -> list[str]:
+    """The run's own cost against the report's, to the cent, where both price the same way (per token, or the
+    same split); unknown on one side only is a mismatch too."""
+    if "cost_usd" not in summary:
+        return []
+    mine, theirs = summary["cost_usd"], row["total_cost_usd"]
+    if (mine is None) != (theirs is None):
+        return [f"{path}: cost_usd is {mine!r}, the report's {theirs!r} (unknown on one side only)"]
+    basis = summary.get("cost_basis")
+    comparable = basis is None and row["cost_basis"] in (None, "per-token", "no model calls", "no model calls, per-token")
+    if mine is None or not (comparable or basis == row["cost_basis"]):
+        return []
+    if abs(Decimal(str(mine)) - Decimal(theirs)) >= Decimal("0.01"):
+        return [f"{path}: cost_usd is {mine!r}, the report's {theirs!r}"]
+    return []
 
 
 def check_trials(setups: list[Setup]) -> list[str]:

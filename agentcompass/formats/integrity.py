@@ -1,0 +1,84 @@
+"""Reward integrity: what a verifier reads is never what the agent left there.
+
+Before a verifier runs, every format clears the paths its verifier reads that the agent could have
+written (reward files, the tests folder, patch folders) and then uploads the tests afresh, as
+Harbor 0.26 does (harbor/verifier/verifier.py: _remove_reward_files before the upload) and as
+terminal-bench 0.2.18 copies its tests in only after the agent. What was found there is returned,
+so the trial can record that the agent touched a verifier path (`details.tampering`) without the
+verdict rules changing: the verifier then runs on fresh inputs exactly as the official one does.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from typing import TYPE_CHECKING, Any
+
+from agentcompass.errors import InfraError
+
+if TYPE_CHECKING:
+    from agentcompass.sandbox import Sandbox
+
+CLEAR_TIMEOUT_S = 120
+
+
+def clear_verifier_inputs(sandbox: "Sandbox", *, dirs: tuple[str, ...] = (), files: tuple[str, ...] = (),
+                          make: tuple[str, ...] = ()) -> list[str]:
+    """Empty `dirs` and remove `files`, then make the `make` dirs; returns the paths of `dirs` and `files`
+    that were there (a dir counts when it holds anything). One command, as root. A dir is emptied, not
+    removed: a shell started before (the local provider's bubblewrap binds it) still sees the new one."""
+    host_path = getattr(sandbox, "host_path", None)
+    if callable(host_path):  # the local provider: its sandbox paths are host paths under its workspace
+        return clear_on_host(host_path, dirs, files, make)
+    quoted = {p: shlex.quote(p) for p in (*dirs, *files, *make)}
+    probe = [f'[ -n "$(ls -A {quoted[d]} 2>/dev/null)" ] && echo {quoted[d]}' for d in dirs]
+    probe += [f"{{ [ -e {quoted[f]} ] || [ -L {quoted[f]} ]; }} && echo {quoted[f]}" for f in files]
+    steps = [f"{{ {p}; }}" for p in probe] + ["true"]
+    removal = [f"if [ -d {quoted[d]} ] && [ ! -L {quoted[d]} ]; then find {quoted[d]} -mindepth 1 -maxdepth 1 "
+               f"-exec rm -rf -- {{}} +; else rm -f -- {quoted[d]}; fi" for d in dirs]
+    removal += [f"rm -rf -- {quoted[f]}" for f in files]
+    if make:
+        removal.append("mkdir -p -- " + " ".join(quoted[p] for p in make))
+    script = "; ".join(steps) + (" && " + " && ".join(removal) if removal else "")
+    result = sandbox.exec(script, user="root", timeout=CLEAR_TIMEOUT_S)
+    if not result.ok:
+        raise InfraError(f"cannot clear the verifier's inputs ({', '.join((*dirs, *files))}) before grading: "
+                         f"{(result.stderr or result.stdout).strip()[-200:]}")
+    found = set(result.stdout.split())
+    return [p for p in (*dirs, *files) if p in found]
+
+
+def clear_on_host(host_path: Any, dirs: tuple[str, ...], files: tuple[str, ...], make: tuple[str, ...]) -> list[str]:
+    found = []
+    for path in dirs:
+        local = host_path(path)
+        if os.path.isdir(local) and not os.path.islink(local):
+            entries = os.listdir(local)
+            if entries:
+                found.append(path)
+            for entry in entries:
+                inner = os.path.join(local, entry)
+                if os.path.isdir(inner) and not os.path.islink(inner):
+                    shutil.rmtree(inner)
+                else:
+                    os.unlink(inner)
+        elif os.path.lexists(local):
+            found.append(path)
+            os.unlink(local)
+    for path in files:
+        local = host_path(path)
+        if os.path.lexists(local):
+            found.append(path)
+            if os.path.isdir(local) and not os.path.islink(local):
+                shutil.rmtree(local)
+            else:
+                os.unlink(local)
+    for path in make:
+        os.makedirs(host_path(path), exist_ok=True)
+    return found
+
+
+def tampering_note(found: list[str], expected: tuple[str, ...] = ()) -> list[str]:
+    """The verifier paths the agent left something in (those the format itself put there left out)."""
+    return [p for p in found if p not in expected]
