@@ -190,3 +190,18 @@ def test_a_steps_hooks_and_artifacts_are_collected_before_its_grade(cli, tmp_pat
     assert (attempt / "steps" / "two" / "artifacts" / "app" / "two.txt").read_text() == "second\n"
     log = (attempt / "collect.log").read_text()
     assert log.count("$ [main] wc -l") == 2 and log.count("$ [main] tail -n1") == 1, log
+
+
+def test_a_task_the_env_cannot_honour_is_refused_alone_and_said_once(cli, tmp_path):
+    """The env's check refuses one task (a user local cannot be); validate runs the rest and names it once."""
+    dataset, conf = tmp_path / "tasks", tmp_path / "conf"
+    add_toml(make_task(dataset, "other-user", solve="true", test="true"), '[agent]\nuser = "nobody"\n')
+    make_task(dataset, "plain", solve="echo 1 > /app/ok", test=f"if [ -f /app/ok ]; {REWARD}")
+    make_recipe(conf, "mixed", dataset)
+    done = cli("validate", "mixed", "--config-dir", str(conf), "--results-dir", str(tmp_path / "res"), "--run-name", "v")
+    assert done.returncode == 1, done.stderr  # the refused task breaks the rule; plain keeps it
+    assert done.stderr.count("warning: task 'other-user' is refused on local") == 1, done.stderr
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.split()}
+    assert lines["plain"].endswith("ok") and "error (infra)" in lines["other-user"], lines
+    rows = rows_of(tmp_path / "res" / "v" / "mixed__oracle__none__local")
+    assert '[agent] user = "nobody"' in rows["other-user"]["message"] and rows["plain"]["status"] == "passed"
