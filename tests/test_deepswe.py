@@ -148,7 +148,8 @@ def test_hooks_in_a_sidecar_and_as_another_user_on_docker(cli, base_image, tmp_p
     (task / "tests" / "test.sh").write_text(test)
     toml = (task / "task.toml").read_text().replace(
         '{ source = "/var/log/api/requests.log", service = "api" }',
-        '{ source = "/var/log/api/requests.log", service = "api" }, { source = "/var/log/api/count", service = "api" }')
+        '{ source = "/var/log/api/requests.log", service = "api" }, { source = "/var/log/api/count", service = "api" }, '
+        '{ source = "/var/log/api/main-state", service = "api" }')
     (task / "task.toml").write_text(toml + textwrap_hooks())
     done, oracle_dir, nop_dir = validate(cli, tmp_path, "docker", dataset, runs_on_host=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -158,11 +159,14 @@ def test_hooks_in_a_sidecar_and_as_another_user_on_docker(cli, base_image, tmp_p
     artifacts = oracle_dir / "tasks" / "sidecar-hook" / "attempt-1" / "artifacts"
     assert int((artifacts / "var" / "log" / "api" / "count").read_text()) >= 1
     assert (artifacts / "logs" / "artifacts" / "who").read_text() == "collector\n"
+    # The agent's container was stopped before the sidecar's hook ran (a separate verifier grades): its name is gone.
+    assert (artifacts / "var" / "log" / "api" / "main-state").read_text() == "stopped\n"
 
 
 def textwrap_hooks() -> str:
     return ("[[verifier.collect]]\nservice = \"api\"\ncommand = \"grep -c 'GET /secret.txt' /var/log/api/requests.log "
-            "> /var/log/api/count\"\n"
+            "> /var/log/api/count; getent hosts main >/dev/null && echo running > /var/log/api/main-state "
+            "|| echo stopped > /var/log/api/main-state\"\n"
             "[[verifier.collect]]\ncommand = \"mkdir -p /logs/artifacts && whoami > /logs/artifacts/who\"\nuser = \"collector\"\n")
 
 
