@@ -209,3 +209,23 @@ def test_a_task_the_env_cannot_honour_is_refused_alone_and_said_once(cli, tmp_pa
     assert lines["plain"].endswith("ok") and "error (infra)" in lines["other-user"], lines
     rows = rows_of(tmp_path / "res" / "v" / "mixed__oracle__none__local")
     assert '[agent] user = "nobody"' in rows["other-user"]["message"] and rows["plain"]["status"] == "passed"
+
+
+# -- on modal (the fake SDK, bound to the real one's signatures): a main hook is a command like any other -----
+from test_modal_provider import modal_cli, real_modal  # noqa: E402,F401  (fixtures)
+
+
+def test_a_main_hook_runs_on_modal(modal_cli, tmp_path):
+    dataset, conf = tmp_path / "tasks", tmp_path / "conf"
+    task = make_task(dataset, "hooked", solve="echo 42 > /app/answer.txt",
+                     test=f'if [ "$(cat /logs/artifacts/snap 2>/dev/null)" = 42 ]; {REWARD}',
+                     dockerfile="FROM agentcompass/base:bookworm\nWORKDIR /app\n")
+    add_toml(task, '[[verifier.collect]]\ncommand = "mkdir -p /logs/artifacts && cp /app/answer.txt /logs/artifacts/snap"\n')
+    make_recipe(conf, "hooked", dataset, runs_on_host=False)
+    run, sdk = modal_cli("run", "hooked", "oracle", "none", "--env", "modal", "--config-dir", str(conf),
+                         "--results-dir", str(tmp_path / "res"), "--run-name", "m", "--max-retries", "0",
+                         env={"MODAL_TOKEN_ID": "ak-test", "MODAL_TOKEN_SECRET": "as-test"})
+    assert run.returncode == 0, run.stderr
+    [row] = rows_of(tmp_path / "res" / "m" / "hooked__oracle__none__modal").values()
+    assert row["reward"] == 1.0 and row["details"]["collected"]["hooks"][0]["exit_code"] == 0, row
+    assert any("cp /app/answer.txt /logs/artifacts/snap" in json.dumps(c) for c in sdk if c["call"] == "Sandbox.exec")
