@@ -127,8 +127,13 @@ def check_each_task(tasks: list[Task], task_format: TaskFormat, provider: Any, e
     if refused and len(refused) == len(tasks):
         raise UserError(str(refused[0].refusal))
     for task in refused:
-        print(f"warning: task '{task.id}' is refused on {env_name} and recorded as an error: {task.refusal}",
-              file=sys.stderr, flush=True)
+        line = f"warning: task '{task.id}' is refused on {env_name} and recorded as an error: {task.refusal}"
+        if line not in REFUSALS_SHOWN:  # validate prepares a run per harness: say it once
+            REFUSALS_SHOWN.add(line)
+            print(line, file=sys.stderr, flush=True)
+
+
+REFUSALS_SHOWN: set[str] = set()
 
 
 def resume_target(resolved: ResolvedConfig, prints: dict[str, Any]) -> Path:

@@ -148,7 +148,8 @@ def test_hooks_in_a_sidecar_and_as_another_user_on_docker(cli, base_image, tmp_p
     (task / "tests" / "test.sh").write_text(test)
     toml = (task / "task.toml").read_text().replace(
         '{ source = "/var/log/api/requests.log", service = "api" }',
-        '{ source = "/var/log/api/requests.log", service = "api" }, { source = "/var/log/api/count", service = "api" }')
+        '{ source = "/var/log/api/requests.log", service = "api" }, { source = "/var/log/api/count", service = "api" }, '
+        '{ source = "/var/log/api/main-state", service = "api" }')
     (task / "task.toml").write_text(toml + textwrap_hooks())
     done, oracle_dir, nop_dir = validate(cli, tmp_path, "docker", dataset, runs_on_host=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -158,11 +159,14 @@ def test_hooks_in_a_sidecar_and_as_another_user_on_docker(cli, base_image, tmp_p
     artifacts = oracle_dir / "tasks" / "sidecar-hook" / "attempt-1" / "artifacts"
     assert int((artifacts / "var" / "log" / "api" / "count").read_text()) >= 1
     assert (artifacts / "logs" / "artifacts" / "who").read_text() == "collector\n"
+    # The agent's container was stopped before the sidecar's hook ran (a separate verifier grades): its name is gone.
+    assert (artifacts / "var" / "log" / "api" / "main-state").read_text() == "stopped\n"
 
 
 def textwrap_hooks() -> str:
     return ("[[verifier.collect]]\nservice = \"api\"\ncommand = \"grep -c 'GET /secret.txt' /var/log/api/requests.log "
-            "> /var/log/api/count\"\n"
+            "> /var/log/api/count; getent hosts main >/dev/null && echo running > /var/log/api/main-state "
+            "|| echo stopped > /var/log/api/main-state\"\n"
             "[[verifier.collect]]\ncommand = \"mkdir -p /logs/artifacts && whoami > /logs/artifacts/who\"\nuser = \"collector\"\n")
 
 
@@ -190,3 +194,38 @@ def test_a_steps_hooks_and_artifacts_are_collected_before_its_grade(cli, tmp_pat
     assert (attempt / "steps" / "two" / "artifacts" / "app" / "two.txt").read_text() == "second\n"
     log = (attempt / "collect.log").read_text()
     assert log.count("$ [main] wc -l") == 2 and log.count("$ [main] tail -n1") == 1, log
+
+
+def test_a_task_the_env_cannot_honour_is_refused_alone_and_said_once(cli, tmp_path):
+    """The env's check refuses one task (a user local cannot be); validate runs the rest and names it once."""
+    dataset, conf = tmp_path / "tasks", tmp_path / "conf"
+    add_toml(make_task(dataset, "other-user", solve="true", test="true"), '[agent]\nuser = "nobody"\n')
+    make_task(dataset, "plain", solve="echo 1 > /app/ok", test=f"if [ -f /app/ok ]; {REWARD}")
+    make_recipe(conf, "mixed", dataset)
+    done = cli("validate", "mixed", "--config-dir", str(conf), "--results-dir", str(tmp_path / "res"), "--run-name", "v")
+    assert done.returncode == 1, done.stderr  # the refused task breaks the rule; plain keeps it
+    assert done.stderr.count("warning: task 'other-user' is refused on local") == 1, done.stderr
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.split()}
+    assert lines["plain"].endswith("ok") and "error (infra)" in lines["other-user"], lines
+    rows = rows_of(tmp_path / "res" / "v" / "mixed__oracle__none__local")
+    assert '[agent] user = "nobody"' in rows["other-user"]["message"] and rows["plain"]["status"] == "passed"
+
+
+# -- on modal (the fake SDK, bound to the real one's signatures): a main hook is a command like any other -----
+from test_modal_provider import modal_cli, real_modal  # noqa: E402,F401  (fixtures)
+
+
+def test_a_main_hook_runs_on_modal(modal_cli, tmp_path):
+    dataset, conf = tmp_path / "tasks", tmp_path / "conf"
+    task = make_task(dataset, "hooked", solve="echo 42 > /app/answer.txt",
+                     test=f'if [ "$(cat /logs/artifacts/snap 2>/dev/null)" = 42 ]; {REWARD}',
+                     dockerfile="FROM agentcompass/base:bookworm\nWORKDIR /app\n")
+    add_toml(task, '[[verifier.collect]]\ncommand = "mkdir -p /logs/artifacts && cp /app/answer.txt /logs/artifacts/snap"\n')
+    make_recipe(conf, "hooked", dataset, runs_on_host=False)
+    run, sdk = modal_cli("run", "hooked", "oracle", "none", "--env", "modal", "--config-dir", str(conf),
+                         "--results-dir", str(tmp_path / "res"), "--run-name", "m", "--max-retries", "0",
+                         env={"MODAL_TOKEN_ID": "ak-test", "MODAL_TOKEN_SECRET": "as-test"})
+    assert run.returncode == 0, run.stderr
+    [row] = rows_of(tmp_path / "res" / "m" / "hooked__oracle__none__modal").values()
+    assert row["reward"] == 1.0 and row["details"]["collected"]["hooks"][0]["exit_code"] == 0, row
+    assert any("cp /app/answer.txt /logs/artifacts/snap" in json.dumps(c) for c in sdk if c["call"] == "Sandbox.exec")

@@ -277,7 +277,8 @@ class HarborFormat:
             agent_user=str(config.agent.user) if config.agent.user is not None else None,
             users={**users, **{f"[[steps]] {s['name']!r} [{phase}] user": s[f"{phase}_user"]
                                for s in steps for phase in ("agent", "verifier") if s[f"{phase}_user"]},
-                   **{f"[[verifier.collect]] user (in {h['service']})": h["user"] for h in hooks if h["user"]}},
+                   **{f"[[verifier.collect]] user (in {h['service']})": h["user"]
+                      for h in [*hooks, *(h for s in steps for h in s["collect"])] if h["user"]}},
             agent_timeout_s=recipe.timeouts.agent or config.agent.timeout_sec or DEFAULT_AGENT_TIMEOUT,  # None: no limit
             verify_timeout_s=recipe.timeouts.verify or config.verifier.timeout_sec or DEFAULT_VERIFY_TIMEOUT,
             build_timeout_s=recipe.timeouts.build or environment.build_timeout_sec,

@@ -1,6 +1,6 @@
 """What a Harbor trial takes from the agent's sandbox once the agent is done, as Harbor 0.26 does it
 (trial.py `_collect_artifacts_phased`): the `[[verifier.collect]]` hooks of the main service, then main's
-artifacts, then the sidecars' hooks and artifacts. A hook that fails or times out is logged and
+artifacts, then (main stopped first where a separate verifier grades) the sidecars' hooks and artifacts. A hook that fails or times out is logged and
 collection goes on; the verifier then grades what was collected (DeepSWE's verifier grades a missing
 model.patch as "no model.patch submitted").
 """
@@ -35,6 +35,11 @@ def collect_all(task: "Task", sandbox: "Sandbox", trial: "TrialContext") -> dict
     # A step's pass lands in steps/NAME/artifacts, as Harbor keeps each step's.
     base = trial.dir.joinpath("steps", task.data["step"], "artifacts") if task.data.get("step") else trial.dir / "artifacts"
     for sidecars in (False, True):
+        if sidecars and task.data["environment_mode"] == "separate" and not task.data.get("step") \
+                and any(item["service"] != MAIN for item in [*hooks, *artifacts]):
+            stop = getattr(sandbox, "stop_client", None)  # compose (docker): main has no further use, as in Harbor
+            if stop is not None:
+                stop()
         for hook in hooks:
             if (hook["service"] != MAIN) == sidecars:
                 ran.append(run_hook(hook, sandbox, trial))

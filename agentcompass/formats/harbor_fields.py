@@ -43,7 +43,8 @@ NOTES: dict[str, str] = {
     "verifier.environment.skills_dir": "unused, as in Harbor: no agent works in the verifier's sandbox",
     "verifier.environment.allow_internet": "honoured (deprecated spelling of network_mode)",
     "verifier.collect": "honoured: run after the agent phase, before artifacts are collected; main's hooks first, "
-                        "then the sidecars'; a failed or timed-out hook is logged (collect.log) and grading goes on",
+                        "then (main stopped, for a separate verifier) the sidecars'; a failed or timed-out hook is "
+                        "logged (collect.log) and grading goes on",
     "verifier.collect[].service": "honoured: main on every env; a sidecar on docker (compose), refused elsewhere",
     "verifier.collect[].user": "honoured; refused where the env cannot run commands as that user (local)",
     "environment.network_mode": "honoured: the baseline of both phases",

@@ -675,6 +675,20 @@ class ComposeSandbox(DockerSandbox):
         """download from one of the trial's other services (a sidecar's artifact)."""
         self._download(f"{self.spec.name}-{service}", remote, local)
 
+    def stop_client(self) -> None:
+        """Stop the agent's container, keeping the services (and its files, for nothing more is read from it): a
+        separate verifier's task collects its sidecars' evidence with no agent process left running, as Harbor."""
+        import docker
+
+        self.client_stopped = True
+        try:
+            self.api.stop(self.id, timeout=10)
+        except docker.errors.APIError as exc:
+            raise self._failure(f"cannot stop {self.spec.name}", exc) from exc
+
+    def _lost(self) -> str | None:
+        return None if getattr(self, "client_stopped", False) else super()._lost()
+
     def exec_in_service(self, service: str, cmd: str, *, timeout: float | None = None, user: str | None = None) -> ExecResult:
         """exec in one of the trial's other services (Harbor's [[verifier.collect]] in a sidecar), with `sh` (a
         sidecar's image need not have bash) in the service's own working directory, as `docker compose exec`."""
