@@ -340,10 +340,12 @@ def summarize(results: list[TrialResult], task_ids: list[str], k: int, sessions:
         "cost_usd": round(usage.cost_usd, 6),
         "cost_known": usage.cost_known,
         "cost_per_solved_usd": round(usage.cost_usd / solved, 6) if solved else None,
+        **cli_cost(usage),
         "model_calls": usage.model_calls,
         "tokens_in": usage.tokens_in,
         "tokens_out": usage.tokens_out,
         "tokens_cached": usage.tokens_cached,
+        "tokens_cache_write": usage.tokens_cache_write,
         "generation_s": round(usage.generation_s, 3),
         "active_s": round(active_seconds(sessions), 3),
         "updated_at": now_iso(),
@@ -359,3 +361,10 @@ def active_seconds(sessions: list[dict[str, Any]]) -> float:
         end = datetime.fromisoformat(session["ended_at"]) if session.get("ended_at") else datetime.now(timezone.utc)
         total += max(0.0, (end - start).total_seconds())
     return total
+
+
+def cli_cost(usage: Usage) -> dict[str, Any]:
+    """An installed CLI's own cost figure beside the priced one, and how far apart they are (only when it gave one)."""
+    if usage.cli_cost_usd is None:
+        return {}
+    return {"cli_cost_usd": round(usage.cli_cost_usd, 6), "cli_cost_difference_usd": round(usage.cli_cost_usd - usage.cost_usd, 6)}

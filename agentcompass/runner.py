@@ -367,6 +367,8 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     cost = f"${summary['cost_usd']:.4f}" + ("" if summary.get("cost_known", True) else " (some models unpriced)")
+    if summary.get("cli_cost_usd") is not None:  # an installed CLI's own estimate, beside the priced calls
+        cost += f" (the CLI's own figure ${summary['cli_cost_usd']:.4f}, {summary['cli_cost_difference_usd']:+.4f})"
     per_solved = summary.get("cost_per_solved_usd")
     k = summary["k"]
     unattempted = summary["tasks_unattempted"]

@@ -415,3 +415,43 @@ def test_a_remote_sandbox_gets_the_public_url_or_a_refusal(upstream, tmp_path):
         assert endpoint.anthropic_base_url == f"https://tunnel.example/gw/t/{endpoint.api_key}"
     with Gateway(model, "gwtest", GatewaySettings()) as gateway, pytest.raises(UserError, match="public_url"):
         gateway.endpoint(new_trial(tmp_path, "b"), remote)
+
+
+# -- cost: each call's tokens x the model's price ------------------------------------------------
+def litellm_prices(name: str) -> dict[str, float]:
+    """The per-token prices of litellm's bundled map, read from the map itself (not through our pricing)."""
+    from agentcompass.models import import_litellm
+
+    return import_litellm().model_cost[name]
+
+
+def test_each_call_is_priced_by_its_tokens_cache_writes_included(upstream, gateways, local_sandbox, tmp_path):
+    """codex reports no cost, Claude Code and opencode their own estimates: every installed harness is priced the
+    same way, from the gateway's calls. Anthropic's cache writes cost more than input; they are priced as such."""
+    claude = yaml.safe_load((REPO / "conf/models/claude-sonnet-4-5.yaml").read_text())
+    gpt = yaml.safe_load((REPO / "conf/models/gpt-5.5.yaml").read_text())
+    for preset, path, price_name in [(gpt, "responses", "gpt-5.5"), (claude, "messages", "claude-sonnet-4-5-20250929")]:
+        upstream.usages.clear()
+        trial = new_trial(tmp_path, path.replace("/", "-"))
+        endpoint = gateways(preset, upstream.url).endpoint(trial, local_sandbox)
+        base = endpoint.openai_base_url if path == "responses" else f"{endpoint.anthropic_base_url}/v1"
+        body = {"input": "hi"} if path == "responses" else {"max_tokens": 64, "messages": HELLO}
+        headers = {"authorization": f"Bearer {endpoint.api_key}"}
+        httpx.post(f"{base}/{path}", json=body, headers=headers).raise_for_status()
+        stream_text(f"{base}/{path}", {**body, "stream": True}, **headers)
+        p = litellm_prices(price_name)
+        expected = []
+        for u in upstream.usages:
+            if path == "responses":
+                cached = u["input_tokens_details"]["cached_tokens"]
+                expected.append((u["input_tokens"] - cached) * p["input_cost_per_token"]
+                                + cached * p["cache_read_input_token_cost"] + u["output_tokens"] * p["output_cost_per_token"])
+            else:
+                expected.append(u["input_tokens"] * p["input_cost_per_token"]
+                                + u["cache_read_input_tokens"] * p["cache_read_input_token_cost"]
+                                + u["cache_creation_input_tokens"] * p["cache_creation_input_token_cost"]
+                                + u["output_tokens"] * p["output_cost_per_token"])
+        rows = calls_of(trial)
+        assert [r["cost_usd"] for r in rows] == pytest.approx(expected, rel=1e-9)
+        assert [r["tokens_cache_write"] for r in rows] == [u.get("cache_creation_input_tokens", 0) for u in upstream.usages]
+        assert endpoint.usage()["cost_usd"] == pytest.approx(sum(expected), rel=1e-9) and endpoint.usage()["cost_known"]

@@ -10,8 +10,9 @@ task's workdir, the task's agent timeout (or `timeout_s`) as a hard limit; stdou
 events) is kept in the trial dir as `<harness>.jsonl`, stderr as `agent.log`, the key scrubbed.
 
 The endpoint is the run's model gateway when the runner gives the trial one (`trial.gateway`), else the
-model preset's own base_url and key. Usage: the gateway's metering when there is one, else what the
-CLI reports. Errors: 401/403 from the endpoint, a crash or a hang past the time limit are the agent's
+model preset's own base_url and key. Usage: the gateway's metering when there is one (each call's tokens x
+the model's price), else the CLI's own token counts x the same price; either way the CLI's own cost figure,
+where it gives one, is kept beside as `cli_cost_usd`. Errors: 401/403 from the endpoint, a crash or a hang past the time limit are the agent's
 (not retried, the CLI's last output in the message); an endpoint that kept failing (5xx, unreachable)
 is infra (retried).
 """
@@ -193,11 +194,8 @@ class InstalledAgent:
             trial.write(f"{self.name}.jsonl", stdout)
             trial.write("agent.log", stderr)
             metered = endpoint.usage()
-            usage = self.read_usage(stdout)
-            if metered:
-                usage = gateway_usage(metered, usage, model)
-            else:
-                usage = priced(usage, model)
+            reported = self.read_usage(stdout)
+            usage = gateway_usage(metered, reported) if metered else priced(reported, model)
             error = self.classify(result.exit_code, result.timed_out, stdout, stderr, limit, metered)
         finally:
             if gateway:
@@ -278,24 +276,27 @@ def last_output(stdout: str, stderr: str) -> str:
     return text[-LAST_OUTPUT_CHARS:] or "(none)"
 
 
-def priced(usage: Usage, model: "ModelConfig") -> Usage:
-    """The preset's prices over the CLI's own figures; the CLI's cost where the preset names none."""
+def priced(reported: Usage, model: "ModelConfig") -> Usage:
+    """Without the gateway (the CLI called the endpoint itself): the CLI's own token counts x the model's price,
+    as the gateway prices its calls; the CLI's own cost figure (read_usage's cli_cost_usd) stays beside it."""
+    from agentcompass.models import tokens_price
+
+    usage = reported.model_copy()
     pricing = model.pricing
     if pricing is not None and pricing.hourly_usd is not None:
         usage.cost_usd, usage.cost_known = pricing.hourly_usd * usage.generation_s / 3600, True
-    elif pricing is not None and (pricing.input_per_mtok is not None or pricing.output_per_mtok is not None):
-        input_price = pricing.input_per_mtok or 0.0
-        cached_price = pricing.cached_per_mtok if pricing.cached_per_mtok is not None else input_price
-        usage.cost_usd = ((usage.tokens_in - usage.tokens_cached) * input_price + usage.tokens_cached * cached_price
-                          + usage.tokens_out * (pricing.output_per_mtok or 0.0)) / 1e6
-        usage.cost_known = True
+    else:
+        usage.cost_usd, usage.cost_known = tokens_price(model, usage.tokens_in, usage.tokens_out, usage.tokens_cached,
+                                                        usage.tokens_cache_write)
     return usage
 
 
-def gateway_usage(metered: dict[str, Any], reported: Usage, model: "ModelConfig") -> Usage:
-    """The gateway's metering (what really crossed the wire), priced; the CLI's cost where no preset price."""
-    usage = Usage(model_calls=int(metered.get("calls", 0)), tokens_in=int(metered.get("tokens_in", 0)),
-                  tokens_out=int(metered.get("tokens_out", 0)), tokens_cached=int(metered.get("tokens_cached", 0)),
-                  generation_s=float(metered.get("generation_s", 0.0)), model_errors=int(metered.get("errors_5xx", 0)),
-                  cost_usd=reported.cost_usd, cost_known=reported.cost_known)
-    return priced(usage, model)
+def gateway_usage(metered: dict[str, Any], reported: Usage) -> Usage:
+    """The gateway's metering (what really crossed the wire), each call priced as it ended (tokens x the model's
+    price, cache reads and writes included); the CLI's own cost figure beside it."""
+    return Usage(model_calls=int(metered.get("calls", 0)), tokens_in=int(metered.get("tokens_in", 0)),
+                 tokens_out=int(metered.get("tokens_out", 0)), tokens_cached=int(metered.get("tokens_cached", 0)),
+                 tokens_cache_write=int(metered.get("tokens_cache_write", 0)),
+                 generation_s=float(metered.get("generation_s", 0.0)), model_errors=int(metered.get("errors_5xx", 0)),
+                 cost_usd=float(metered.get("cost_usd", 0.0)), cost_known=bool(metered.get("cost_known", True)),
+                 cli_cost_usd=reported.cli_cost_usd)
