@@ -78,11 +78,31 @@ def request_fields(model: "ModelConfig") -> dict[str, Any]:
     return {"reasoning_effort": model.reasoning}  # litellm translates this for each provider
 
 
+def api_base(model: "ModelConfig") -> str | None:
+    """The base URL as litellm is given it. Anthropic's is given whole (ROOT/v1/messages): litellm appends
+    /v1/messages to anything else, so a base ending in /v1 (as OpenAI clients write it) was asked for
+    /v1/v1/messages; the gateway and Claude Code take the root with or without /v1 alike."""
+    if not model.base_url:
+        return None
+    if litellm_name(model).split("/", 1)[0] != "anthropic":
+        return model.base_url
+    root = model.base_url.rstrip("/").removesuffix("/messages").removesuffix("/v1")
+    return f"{root}/v1/messages"
+
+
+def check_url(model: "ModelConfig") -> str:
+    """Where litellm's 1-token check goes, for the preflight's messages (the hosted default when no base_url)."""
+    base = api_base(model)
+    if base is None:
+        return "the provider's default endpoint"
+    return base if base.endswith("/v1/messages") else f"{base.rstrip('/')}/chat/completions"
+
+
 def completion_kwargs(model: "ModelConfig", environ: dict[str, str] | None = None) -> dict[str, Any]:
     """Keyword arguments for litellm.completion besides model and messages (holds the key: never log it)."""
     kwargs = deep_merge(dict(model.params), request_fields(model))
     if model.base_url:
-        kwargs["api_base"] = model.base_url
+        kwargs["api_base"] = api_base(model)
     key = api_key(model, environ)
     if key is None and model.base_url:
         key = NO_KEY  # the OpenAI client refuses to send without a key, even to a server that checks none
@@ -121,7 +141,7 @@ def check_model(model: "ModelConfig", request: bool = True) -> None:
 
 
 def send_check_request(model: "ModelConfig", kwargs: dict[str, Any]) -> None:
-    where = f" at {model.base_url}" if model.base_url else ""
+    where = f" (POST {check_url(model)})" if model.base_url else ""
     skip = "; or pass --no-model-check to skip this check"
     seen = (litellm_name(model), str(model.base_url), str(kwargs.get("api_key")))
     if seen in _checked:

@@ -105,8 +105,17 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     if getattr(harness_cls, "needs_model", False):
         from agentcompass.models import check_model, litellm_name
 
-        check_model(resolved.model, request=resolved.run.model_check)
+        api_kind = getattr(harness, "api_kind", None)  # an agent calling through the gateway: its URL and API
+        via_gateway = getattr(harness_cls, "uses_gateway", False) and api_kind is not None
+        check_model(resolved.model, request=resolved.run.model_check and not via_gateway)
+        if via_gateway and resolved.run.model_check:
+            from agentcompass.gateway_check import check_endpoint
+
+            check_endpoint(resolved.model, api_kind(resolved.model))
         resolved.labels["model_name"] = litellm_name(resolved.model)  # as mini-swe-agent names it in predictions
+    fetch = getattr(harness, "prepare", None)  # big downloads (an installed CLI's bundle) only once all else passed
+    if fetch is not None:
+        fetch()
     prints = fingerprint(resolved, provider, [t.id for t in tasks])
     return PreparedRun(resolved, task_format, tasks, provider, harness, resume_target(resolved, prints), prints)
 

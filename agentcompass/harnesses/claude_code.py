@@ -38,6 +38,9 @@ class ClaudeCodeHarness(InstalledAgent):
     binary = "@anthropic-ai/claude-code-linux-x64/claude"
     model_apis = ("anthropic",)
 
+    def api_kind(self, model: "ModelConfig") -> str:
+        return "messages"
+
     def cli_env(self, model: "ModelConfig", endpoint: Any) -> dict[str, str]:
         model_id = cli_model_name(model)
         env = {"ANTHROPIC_BASE_URL": endpoint.anthropic_base_url, "ANTHROPIC_API_KEY": endpoint.api_key,

@@ -33,6 +33,9 @@ class CodexHarness(InstalledAgent):
     binary = "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
     model_apis = ("openai",)
 
+    def api_kind(self, model: "ModelConfig") -> str:
+        return "responses"
+
     def config_files(self, model: "ModelConfig", endpoint: Any) -> dict[str, str]:
         lines = [f"model = {json.dumps(cli_model_name(model))}", f'model_provider = "{PROVIDER}"',
                  "check_for_update_on_startup = false"]

@@ -31,6 +31,9 @@ class OpencodeHarness(InstalledAgent):
     model_apis = ("openai", "anthropic")
     log_files = f"{HOME_DIR}/.local/share/opencode/log/*.log"  # written as it goes; a pipe's buffer dies with a kill
 
+    def api_kind(self, model: "ModelConfig") -> str:
+        return "messages" if model.api == "anthropic" else "chat"
+
     def config_files(self, model: "ModelConfig", endpoint: Any) -> dict[str, str]:
         model_id = cli_model_name(model)
         if model.api == "anthropic":
