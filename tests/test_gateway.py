@@ -26,6 +26,7 @@ from agentcompass.providers.local import LocalProvider
 from agentcompass.sandbox import SandboxSpec
 from agentcompass.schema import GatewaySettings, ModelConfig
 from agentcompass.trial import TrialContext
+from docker_networks import subnet_only_network as subnet_only_network_of
 from gateway_upstream import KEY, ScriptedUpstream, serving
 
 REPO = Path(__file__).resolve().parent.parent
@@ -258,18 +259,8 @@ def test_the_gateway_stops(upstream, local_sandbox, tmp_path):
 # -- docker: containers reach the gateway, with or without internet ------------------------------
 @pytest.fixture
 def subnet_only_network(docker_engine):
-    """A user network made with `--subnet` alone: Debian's docker.io (20.10) then lists no gateway in its
-    IPAM, as on its default bridge; only each container's endpoint names it."""
-    name = f"gwtest-subnet-{uuid.uuid4().hex[:8]}"
-    for third in range(200, 250):  # a /24 no other network of this engine holds
-        made = subprocess.run(["docker", "network", "create", "--subnet", f"10.{third}.{os.getpid() % 250}.0/24",
-                               "--label", "agentcompass=1", name], capture_output=True, text=True)
-        if made.returncode == 0:
-            break
-    else:
-        pytest.fail(f"cannot create a docker network: {made.stderr}")
-    yield name
-    subprocess.run(["docker", "network", "rm", name], capture_output=True)
+    with subnet_only_network_of("gwtest-subnet", 200) as (name, _):
+        yield name
 
 
 def ipam_gateways(network: str) -> list[str]:
