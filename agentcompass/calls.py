@@ -1,7 +1,8 @@
 """model_calls.jsonl: one line per model call of a trial, for the cost report's concurrency split.
 
 Each line: `start`, `end` (UTC epoch seconds), `duration_s`, `status` (ok | error), `tokens_in`,
-`tokens_out`, `tokens_cached` and `cost_usd` (null when the call failed before a reply). A
+`tokens_out`, `tokens_cached` (cache reads), `tokens_cache_write` (Anthropic's cache_creation_input_tokens;
+reads and writes are part of tokens_in) and `cost_usd` (null when the call failed before a reply). A
 line is written whole by one write, so a kill loses at most the call in flight.
 """
 
@@ -31,23 +32,24 @@ class CallLog:
         end = time.time()
         call = {"start": round(end - seconds, 6), "end": round(end, 6), "duration_s": round(seconds, 6)}
         if failed:
-            self._write({**call, "status": "error", "tokens_in": 0, "tokens_out": 0, "tokens_cached": 0, "cost_usd": None})
+            self._write({**call, "status": "error", "tokens_in": 0, "tokens_out": 0, "tokens_cached": 0,
+                         "tokens_cache_write": 0, "cost_usd": None})
         else:
             self._pending = call
 
-    def priced(self, tokens_in: int, tokens_out: int, cached: int, cost_usd: float | None) -> None:
+    def priced(self, tokens_in: int, tokens_out: int, cached: int, cost_usd: float | None, cache_write: int = 0) -> None:
         if self._pending is None:
             return
         call, self._pending = self._pending, None
         self._write({**call, "status": "ok", "tokens_in": tokens_in, "tokens_out": tokens_out,
-                     "tokens_cached": cached, "cost_usd": cost_usd})
+                     "tokens_cached": cached, "tokens_cache_write": cache_write, "cost_usd": cost_usd})
 
     def _flush(self) -> None:
         """A reply that was never priced still happened: recorded with unknown tokens."""
         if self._pending is not None:
             call, self._pending = self._pending, None
             self._write({**call, "status": "ok", "tokens_in": None, "tokens_out": None, "tokens_cached": None,
-                         "cost_usd": None})
+                         "tokens_cache_write": None, "cost_usd": None})
 
     def _write(self, row: dict[str, Any]) -> None:
         line = (json.dumps(row) + "\n").encode("utf-8")

@@ -47,6 +47,26 @@ def harness_speaks(harness_cls: Any, harness: str, model: ModelConfig) -> None:
                     f"(agentcompass list models) or another harness")
 
 
+def harness_knows(harness_cls: Any, harness: str, model: ModelConfig, settings: dict[str, Any]) -> None:
+    """An installed CLI runs only the models and tiers its pinned version knows (its `models:`)."""
+    known = settings.get("models")
+    if not known or not getattr(harness_cls, "needs_model", False) or model.name == "none":
+        return
+    from agentcompass.harnesses.installed import cli_model_name
+
+    model_id = cli_model_name(model)
+    pinned = f"{getattr(harness_cls, 'package', harness)} {settings.get('version', '')}".strip()
+    own = "or list it under models: in a harness YAML of your own (--config-dir) if this version really knows it"
+    if model_id not in known:
+        raise UserError(f"harness '{harness}' ({pinned}) does not know model '{model_id}'; it knows "
+                        f"{', '.join(known)}; pick one of those (agentcompass list models), {own}")
+    tiers = known[model_id] or []
+    effort = (model.reasoning_map.get(model.reasoning or "") or {}).get("reasoning_effort", model.reasoning)
+    if model.reasoning is not None and model.reasoning not in tiers and effort not in tiers:
+        raise UserError(f"harness '{harness}' ({pinned}) does not know tier '{model.reasoning}' of model '{model_id}'; "
+                        f"it knows {', '.join(tiers)}; pass model.reasoning=TIER with one of those, {own}")
+
+
 def benchmark_params(recipe: Recipe, provenance: Provenance) -> None:
     """Params the recipe's format accepts (its `Params` schema), relative paths made absolute where typed."""
     from agentcompass.config import validate

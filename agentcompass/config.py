@@ -185,6 +185,7 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
     checks.benchmark_params(resolved.benchmark, provenance)
     checks.model_settings(resolved.model, provenance, uses_model=getattr(harness_cls, "needs_model", False))
     checks.harness_speaks(harness_cls, resolved.harness.name, resolved.model)
+    checks.harness_knows(harness_cls, resolved.harness.name, resolved.model, resolved.settings_of(resolved.harness))
     if invocation.writes_results:
         checks.results_dir(resolved.run.results_dir, provenance)
     model_label = resolved.model.name if model_choice in (CUSTOM_MODEL, "") else model_choice

@@ -53,7 +53,7 @@ class GatewayEndpoint:
     meter: "TrialMeter" = field(repr=False, compare=False)
 
     def usage(self) -> dict[str, Any]:
-        """This trial's calls so far: tokens_in, tokens_out, tokens_cached, calls (answered 2xx),
+        """This trial's calls so far: tokens_in, tokens_out, tokens_cached, tokens_cache_write, calls (answered 2xx),
         generation_s, errors_5xx; and errors (every failed call), cost_usd, cost_known."""
         return self.meter.totals()
 
@@ -66,12 +66,13 @@ class TrialMeter:
         self.errors_5xx = 0
         self._lock = threading.Lock()  # totals are read from the harness's thread while calls end
 
-    def record(self, seconds: float, status: int, tokens: tuple[int, int, int] | None) -> None:
+    def record(self, seconds: float, status: int, tokens: tuple[int, int, int, int] | None) -> None:
         ok = 200 <= status < 300
         with self._lock:
             self.meter.waited(seconds, failed=not ok)
             if ok:
-                self.meter.count(*(tokens or (0, 0, 0)))
+                tokens_in, tokens_out, cached, written = tokens or (0, 0, 0, 0)
+                self.meter.count(tokens_in, tokens_out, cached, cache_write=written)
                 return
             self.meter.failed()
             self.errors_5xx += status >= 500
@@ -80,6 +81,7 @@ class TrialMeter:
         with self._lock:
             usage = self.meter.usage
             return {"tokens_in": usage.tokens_in, "tokens_out": usage.tokens_out, "tokens_cached": usage.tokens_cached,
+                    "tokens_cache_write": usage.tokens_cache_write,
                     "calls": usage.model_calls, "generation_s": round(usage.generation_s, 6),
                     "errors_5xx": self.errors_5xx, "errors": usage.model_errors, "cost_usd": usage.cost_usd,
                     "cost_known": usage.cost_known}

@@ -48,7 +48,7 @@ STREAM_ENDS = ("response.completed", "response.incomplete", "response.failed")  
 class CallRecorder(Protocol):
     """One trial's meter (agentcompass.gateway.TrialMeter)."""
 
-    def record(self, seconds: float, status: int, tokens: tuple[int, int, int] | None) -> None: ...
+    def record(self, seconds: float, status: int, tokens: tuple[int, int, int, int] | None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -154,9 +154,9 @@ def thinking_consistent(body: dict[str, Any], shown: Any) -> None:
         body["context_management"] = {k: v for k, v in management.items() if k != "edits"}
 
 
-def token_counts(kind: str, usage: Any) -> tuple[int, int, int] | None:
-    """(input, output, cached input) from an upstream's usage object; cached tokens count as input too
-    (Anthropic reports cache reads and writes apart from input_tokens: they are added in)."""
+def token_counts(kind: str, usage: Any) -> tuple[int, int, int, int] | None:
+    """(input, output, cache reads, cache writes) from an upstream's usage object; reads and writes count as
+    input too (Anthropic reports them apart from input_tokens: they are added in, and priced apart)."""
     if not isinstance(usage, dict):
         return None
 
@@ -165,11 +165,12 @@ def token_counts(kind: str, usage: Any) -> tuple[int, int, int] | None:
         return int(value) if isinstance(value, (int, float)) else 0
 
     if kind == "chat":
-        return number("prompt_tokens"), number("completion_tokens"), number("cached_tokens", usage.get("prompt_tokens_details"))
+        return (number("prompt_tokens"), number("completion_tokens"),
+                number("cached_tokens", usage.get("prompt_tokens_details")), 0)
     if kind == "responses":
-        return number("input_tokens"), number("output_tokens"), number("cached_tokens", usage.get("input_tokens_details"))
-    read = number("cache_read_input_tokens")
-    return number("input_tokens") + read + number("cache_creation_input_tokens"), number("output_tokens"), read
+        return number("input_tokens"), number("output_tokens"), number("cached_tokens", usage.get("input_tokens_details")), 0
+    read, written = number("cache_read_input_tokens"), number("cache_creation_input_tokens")
+    return number("input_tokens") + read + written, number("output_tokens"), read, written
 
 
 class StreamUsage:
@@ -202,7 +203,7 @@ class StreamUsage:
             # Cumulative counts: output_tokens so far, and input counts when the server revises them.
             self.usage = {**(self.usage or {}), **{k: v for k, v in data["usage"].items() if v is not None}}
 
-    def tokens(self) -> tuple[int, int, int] | None:
+    def tokens(self) -> tuple[int, int, int, int] | None:
         return token_counts(self.kind, self.usage)
 
 
@@ -296,7 +297,7 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
         assert client is not None
         start = time.monotonic()
 
-        def record(status: int, tokens: tuple[int, int, int] | None = None) -> None:
+        def record(status: int, tokens: tuple[int, int, int, int] | None = None) -> None:
             if kind is not None:
                 trial.record(time.monotonic() - start, status, tokens)
 
@@ -331,7 +332,7 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
                         headers=reply_headers(reply))
 
     async def relay(reply: httpx.Response, kind: str, asked_usage: bool,
-                    record: Callable[[int, tuple[int, int, int] | None], None]) -> AsyncIterator[bytes]:
+                    record: Callable[[int, tuple[int, int, int, int] | None], None]) -> AsyncIterator[bytes]:
         usage = StreamUsage(kind)
         status = 499  # the client went away before the end (nginx's code for it): an error, not the endpoint's
         try:

@@ -78,11 +78,31 @@ def request_fields(model: "ModelConfig") -> dict[str, Any]:
     return {"reasoning_effort": model.reasoning}  # litellm translates this for each provider
 
 
+def api_base(model: "ModelConfig") -> str | None:
+    """The base URL as litellm is given it. Anthropic's is given whole (ROOT/v1/messages): litellm appends
+    /v1/messages to anything else, so a base ending in /v1 (as OpenAI clients write it) was asked for
+    /v1/v1/messages; the gateway and Claude Code take the root with or without /v1 alike."""
+    if not model.base_url:
+        return None
+    if litellm_name(model).split("/", 1)[0] != "anthropic":
+        return model.base_url
+    root = model.base_url.rstrip("/").removesuffix("/messages").removesuffix("/v1")
+    return f"{root}/v1/messages"
+
+
+def check_url(model: "ModelConfig") -> str:
+    """Where litellm's 1-token check goes, for the preflight's messages (the hosted default when no base_url)."""
+    base = api_base(model)
+    if base is None:
+        return "the provider's default endpoint"
+    return base if base.endswith("/v1/messages") else f"{base.rstrip('/')}/chat/completions"
+
+
 def completion_kwargs(model: "ModelConfig", environ: dict[str, str] | None = None) -> dict[str, Any]:
     """Keyword arguments for litellm.completion besides model and messages (holds the key: never log it)."""
     kwargs = deep_merge(dict(model.params), request_fields(model))
     if model.base_url:
-        kwargs["api_base"] = model.base_url
+        kwargs["api_base"] = api_base(model)
     key = api_key(model, environ)
     if key is None and model.base_url:
         key = NO_KEY  # the OpenAI client refuses to send without a key, even to a server that checks none
@@ -121,7 +141,7 @@ def check_model(model: "ModelConfig", request: bool = True) -> None:
 
 
 def send_check_request(model: "ModelConfig", kwargs: dict[str, Any]) -> None:
-    where = f" at {model.base_url}" if model.base_url else ""
+    where = f" (POST {check_url(model)})" if model.base_url else ""
     skip = "; or pass --no-model-check to skip this check"
     seen = (litellm_name(model), str(model.base_url), str(kwargs.get("api_key")))
     if seen in _checked:
@@ -185,6 +205,30 @@ def token_counts(response: Any) -> tuple[int, int, int]:
     return int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0), int(cached)
 
 
+def token_cost(pricing: Any, tokens_in: int, tokens_out: int, cached: int, cache_write: int = 0) -> float:
+    """A preset's per-million-token prices over one call's tokens (reads and writes are part of tokens_in;
+    each kind without a price of its own is priced as input)."""
+    input_price = pricing.input_per_mtok or 0.0
+    read_price = pricing.cached_per_mtok if pricing.cached_per_mtok is not None else input_price
+    write_price = pricing.cache_write_per_mtok if pricing.cache_write_per_mtok is not None else input_price
+    return ((tokens_in - cached - cache_write) * input_price + cached * read_price + cache_write * write_price
+            + tokens_out * (pricing.output_per_mtok or 0.0)) / MTOK
+
+
+def tokens_price(model: "ModelConfig", tokens_in: int, tokens_out: int, cached: int, cache_write: int = 0) -> tuple[float, bool]:
+    """Tokens x the model's price: the preset's per-million prices, else litellm's bundled map (which prices
+    cache reads and writes of its own); (0, False) for a model neither prices."""
+    pricing = model.pricing
+    if pricing is not None and (pricing.input_per_mtok is not None or pricing.output_per_mtok is not None):
+        return token_cost(pricing, tokens_in, tokens_out, cached, cache_write), True
+    try:
+        return float(sum(import_litellm().cost_per_token(
+            model=litellm_name(model), prompt_tokens=tokens_in, completion_tokens=tokens_out,
+            cache_read_input_tokens=cached, cache_creation_input_tokens=cache_write))), True
+    except Exception:  # an unpriced model: litellm raises several kinds; cost is unknown, not fatal
+        return 0.0, False
+
+
 class Meter:
     """One trial's model calls: tokens, time spent waiting on the endpoint, and cost."""
 
@@ -219,36 +263,33 @@ class Meter:
         """Count one litellm reply; returns its cost in USD."""
         return self.count(*token_counts(response), response=response)
 
-    def count(self, tokens_in: int, tokens_out: int, cached: int, response: Any = None) -> float:
-        """Count one reply by its token counts (the gateway has the endpoint's usage, no litellm reply)."""
+    def count(self, tokens_in: int, tokens_out: int, cached: int, response: Any = None, cache_write: int = 0) -> float:
+        """Count one reply by its token counts (the gateway has the endpoint's usage, no litellm reply);
+        `cache_write`: the part of tokens_in written to the prompt cache (Anthropic prices it above input)."""
         with self._lock:
-            cost, known = self._price(response, tokens_in, tokens_out, cached)
+            cost, known = self._price(response, tokens_in, tokens_out, cached, cache_write)
             self._unbilled_s = 0.0
             u = self.usage
             u.model_calls += 1
             u.tokens_in += tokens_in
             u.tokens_out += tokens_out
             u.tokens_cached += cached
+            u.tokens_cache_write += cache_write
             u.cost_usd += cost
             u.cost_known = u.cost_known and known
             if self.calls:
-                self.calls.priced(tokens_in, tokens_out, cached, cost if known else None)
+                self.calls.priced(tokens_in, tokens_out, cached, cost if known else None, cache_write)
         return cost
 
-    def _price(self, response: Any, tokens_in: int, tokens_out: int, cached: int) -> tuple[float, bool]:
+    def _price(self, response: Any, tokens_in: int, tokens_out: int, cached: int, cache_write: int = 0) -> tuple[float, bool]:
         pricing = self.model.pricing
         if pricing is not None and pricing.hourly_usd is not None:
             return pricing.hourly_usd * self._unbilled_s / 3600, True
+        if response is None:
+            return tokens_price(self.model, tokens_in, tokens_out, cached, cache_write)
         if pricing is not None and (pricing.input_per_mtok is not None or pricing.output_per_mtok is not None):
-            input_price = pricing.input_per_mtok or 0.0
-            cached_price = pricing.cached_per_mtok if pricing.cached_per_mtok is not None else input_price
-            cost = ((tokens_in - cached) * input_price + cached * cached_price + tokens_out * (pricing.output_per_mtok or 0.0)) / MTOK
-            return cost, True
-        litellm = import_litellm()
+            return token_cost(pricing, tokens_in, tokens_out, cached, cache_write), True
         try:
-            if response is None:
-                return float(sum(litellm.cost_per_token(model=self.name, prompt_tokens=tokens_in, completion_tokens=tokens_out,
-                                                        cache_read_input_tokens=cached))), True
-            return float(litellm.cost_calculator.completion_cost(response, model=self.name)), True
+            return float(import_litellm().cost_calculator.completion_cost(response, model=self.name)), True
         except Exception:  # an unpriced model: litellm raises several kinds; cost is unknown, not fatal
             return 0.0, False

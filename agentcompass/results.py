@@ -383,3 +383,4 @@ def active_seconds(sessions: list[dict[str, Any]]) -> float:
         end = datetime.fromisoformat(session["ended_at"]) if session.get("ended_at") else datetime.now(timezone.utc)
         total += max(0.0, (end - start).total_seconds())
     return total
+

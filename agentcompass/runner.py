@@ -102,8 +102,17 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     if getattr(harness_cls, "needs_model", False):
         from agentcompass.models import check_model, litellm_name
 
-        check_model(resolved.model, request=resolved.run.model_check)
+        api_kind = getattr(harness, "api_kind", None)  # an agent calling through the gateway: its URL and API
+        via_gateway = getattr(harness_cls, "uses_gateway", False) and api_kind is not None
+        check_model(resolved.model, request=resolved.run.model_check and not via_gateway)
+        if via_gateway and resolved.run.model_check:
+            from agentcompass.gateway_check import check_endpoint
+
+            check_endpoint(resolved.model, api_kind(resolved.model))
         resolved.labels["model_name"] = litellm_name(resolved.model)  # as mini-swe-agent names it in predictions
+    fetch = getattr(harness, "prepare", None)  # big downloads (an installed CLI's bundle) only once all else passed
+    if fetch is not None:
+        fetch()
     prints = fingerprint(resolved, provider, [t.id for t in tasks])
     return PreparedRun(resolved, task_format, tasks, provider, harness, resume_target(resolved, prints), prints)
 
@@ -410,6 +419,8 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     k = summary["k"]
     unattempted = summary["tasks_unattempted"]
     cost = usd(summary["cost_usd"]) + ("" if summary["cost_known"] else " (no price for the model)")
+    if summary.get("cli_cost_usd") is not None:  # an installed CLI's own estimate, beside the priced calls
+        cost += f" (the CLI's own figure ${summary['cli_cost_usd']:.4f}, {summary['cli_cost_difference_usd']:+.4f})"
     per_solved = summary.get("cost_per_solved_usd")
     basis = summary.get("cost_basis")
     lines = [

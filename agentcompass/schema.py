@@ -52,7 +52,8 @@ class Recipe(Strict):
 class Pricing(Strict):
     input_per_mtok: float | None = None
     output_per_mtok: float | None = None
-    cached_per_mtok: float | None = None
+    cached_per_mtok: float | None = None  # cache reads; default: the input price
+    cache_write_per_mtok: float | None = None  # cache writes (Anthropic's cache_creation_input_tokens); default: input
     hourly_usd: float | None = None  # self-hosted endpoints are priced by the hour
     modal_app: str | None = None  # `agentcompass report --bill modal`: the endpoint's Modal app
     modal_tags: dict[str, str] = Field(default_factory=dict)  # ... or the tags its billing rows carry

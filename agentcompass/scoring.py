@@ -150,12 +150,21 @@ def summarize(results: Iterable["TrialResult"], task_ids: list[str], k: int, rul
         "cost_usd": cost,
         "cost_known": usage.cost_known,
         "cost_per_solved_usd": round(cost / solved, 6) if solved and cost is not None else None,
+        **cli_cost(usage),
         "model_calls": usage.model_calls,
         "tokens_in": usage.tokens_in,
         "tokens_out": usage.tokens_out,
         "tokens_cached": usage.tokens_cached,
+        "tokens_cache_write": usage.tokens_cache_write,
         "generation_s": round(usage.generation_s, 3),
     }
+
+
+def cli_cost(usage: Usage) -> dict[str, Any]:
+    """An installed CLI's own cost figure beside the priced one, and how far apart they are (only when it gave one)."""
+    if usage.cli_cost_usd is None:
+        return {}
+    return {"cli_cost_usd": round(usage.cli_cost_usd, 6), "cli_cost_difference_usd": round(usage.cli_cost_usd - usage.cost_usd, 6)}
 
 
 def rate(value: float | None) -> str:

@@ -81,13 +81,25 @@ class Task:
         return sum(p or 0 for p in phases) + LIFETIME_MARGIN_S
 
 
+def add_known(a: float | None, b: float | None) -> float | None:
+    """A sum of figures some of which may be missing: None only when all are."""
+    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
+
+
+def sum_known(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
 class Usage(BaseModel):
     model_calls: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
-    tokens_cached: int = 0
+    tokens_cached: int = 0  # cache reads, part of tokens_in
+    tokens_cache_write: int = 0  # cache writes (Anthropic), part of tokens_in
     cost_usd: float = 0.0
     cost_known: bool = True
+    cli_cost_usd: float | None = None  # an installed CLI's own cost figure, beside cost_usd (the gateway's, priced)
     generation_s: float = 0.0  # time spent waiting for the model
     model_errors: int = 0  # model requests that failed (retried or given up on); their time is in generation_s
 
@@ -95,7 +107,9 @@ class Usage(BaseModel):
         return Usage(
             model_calls=self.model_calls + other.model_calls, tokens_in=self.tokens_in + other.tokens_in,
             tokens_out=self.tokens_out + other.tokens_out, tokens_cached=self.tokens_cached + other.tokens_cached,
+            tokens_cache_write=self.tokens_cache_write + other.tokens_cache_write,
             cost_usd=self.cost_usd + other.cost_usd, cost_known=self.cost_known and other.cost_known,
+            cli_cost_usd=add_known(self.cli_cost_usd, other.cli_cost_usd),
             generation_s=self.generation_s + other.generation_s, model_errors=self.model_errors + other.model_errors,
         )
 
@@ -108,7 +122,9 @@ class Usage(BaseModel):
             tokens_in=sum(u.tokens_in for u in items),
             tokens_out=sum(u.tokens_out for u in items),
             tokens_cached=sum(u.tokens_cached for u in items),
+            tokens_cache_write=sum(u.tokens_cache_write for u in items),
             cost_usd=sum(u.cost_usd for u in items),
+            cli_cost_usd=sum_known(u.cli_cost_usd for u in items),
             cost_known=all(u.cost_known for u in items),
             generation_s=sum(u.generation_s for u in items),
             model_errors=sum(u.model_errors for u in items),

@@ -26,6 +26,7 @@ from agentcompass.providers.local import LocalProvider
 from agentcompass.sandbox import SandboxSpec
 from agentcompass.schema import GatewaySettings, ModelConfig
 from agentcompass.trial import TrialContext
+from docker_networks import subnet_only_network as subnet_only_network_of
 from gateway_upstream import KEY, ScriptedUpstream, serving
 
 REPO = Path(__file__).resolve().parent.parent
@@ -258,18 +259,8 @@ def test_the_gateway_stops(upstream, local_sandbox, tmp_path):
 # -- docker: containers reach the gateway, with or without internet ------------------------------
 @pytest.fixture
 def subnet_only_network(docker_engine):
-    """A user network made with `--subnet` alone: Debian's docker.io (20.10) then lists no gateway in its
-    IPAM, as on its default bridge; only each container's endpoint names it."""
-    name = f"gwtest-subnet-{uuid.uuid4().hex[:8]}"
-    for third in range(200, 250):  # a /24 no other network of this engine holds
-        made = subprocess.run(["docker", "network", "create", "--subnet", f"10.{third}.{os.getpid() % 250}.0/24",
-                               "--label", "agentcompass=1", name], capture_output=True, text=True)
-        if made.returncode == 0:
-            break
-    else:
-        pytest.fail(f"cannot create a docker network: {made.stderr}")
-    yield name
-    subprocess.run(["docker", "network", "rm", name], capture_output=True)
+    with subnet_only_network_of("gwtest-subnet", 200) as (name, _):
+        yield name
 
 
 def ipam_gateways(network: str) -> list[str]:
@@ -415,3 +406,43 @@ def test_a_remote_sandbox_gets_the_public_url_or_a_refusal(upstream, tmp_path):
         assert endpoint.anthropic_base_url == f"https://tunnel.example/gw/t/{endpoint.api_key}"
     with Gateway(model, "gwtest", GatewaySettings()) as gateway, pytest.raises(UserError, match="public_url"):
         gateway.endpoint(new_trial(tmp_path, "b"), remote)
+
+
+# -- cost: each call's tokens x the model's price ------------------------------------------------
+def litellm_prices(name: str) -> dict[str, float]:
+    """The per-token prices of litellm's bundled map, read from the map itself (not through our pricing)."""
+    from agentcompass.models import import_litellm
+
+    return import_litellm().model_cost[name]
+
+
+def test_each_call_is_priced_by_its_tokens_cache_writes_included(upstream, gateways, local_sandbox, tmp_path):
+    """codex reports no cost, Claude Code and opencode their own estimates: every installed harness is priced the
+    same way, from the gateway's calls. Anthropic's cache writes cost more than input; they are priced as such."""
+    claude = yaml.safe_load((REPO / "conf/models/claude-sonnet-4-5.yaml").read_text())
+    gpt = yaml.safe_load((REPO / "conf/models/gpt-5.5.yaml").read_text())
+    for preset, path, price_name in [(gpt, "responses", "gpt-5.5"), (claude, "messages", "claude-sonnet-4-5-20250929")]:
+        upstream.usages.clear()
+        trial = new_trial(tmp_path, path.replace("/", "-"))
+        endpoint = gateways(preset, upstream.url).endpoint(trial, local_sandbox)
+        base = endpoint.openai_base_url if path == "responses" else f"{endpoint.anthropic_base_url}/v1"
+        body = {"input": "hi"} if path == "responses" else {"max_tokens": 64, "messages": HELLO}
+        headers = {"authorization": f"Bearer {endpoint.api_key}"}
+        httpx.post(f"{base}/{path}", json=body, headers=headers).raise_for_status()
+        stream_text(f"{base}/{path}", {**body, "stream": True}, **headers)
+        p = litellm_prices(price_name)
+        expected = []
+        for u in upstream.usages:
+            if path == "responses":
+                cached = u["input_tokens_details"]["cached_tokens"]
+                expected.append((u["input_tokens"] - cached) * p["input_cost_per_token"]
+                                + cached * p["cache_read_input_token_cost"] + u["output_tokens"] * p["output_cost_per_token"])
+            else:
+                expected.append(u["input_tokens"] * p["input_cost_per_token"]
+                                + u["cache_read_input_tokens"] * p["cache_read_input_token_cost"]
+                                + u["cache_creation_input_tokens"] * p["cache_creation_input_token_cost"]
+                                + u["output_tokens"] * p["output_cost_per_token"])
+        rows = calls_of(trial)
+        assert [r["cost_usd"] for r in rows] == pytest.approx(expected, rel=1e-9)
+        assert [r["tokens_cache_write"] for r in rows] == [u.get("cache_creation_input_tokens", 0) for u in upstream.usages]
+        assert endpoint.usage()["cost_usd"] == pytest.approx(sum(expected), rel=1e-9) and endpoint.usage()["cost_known"]

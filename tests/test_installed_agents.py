@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tarfile
 import textwrap
 import threading
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import REPO, run_cli
+from docker_networks import subnet_only_network
 from fake_llm_server import FakeLLM, FakeLLMServer
 
 pytestmark = pytest.mark.slow  # npm installs (once per session) and real CLIs; never skipped
@@ -27,8 +30,10 @@ FIX_COMMANDS = [
     " && python3 -m unittest test_stats",
 ]
 # Harness -> a model preset whose API it speaks (the scripted server answers any model name).
-PRESETS = {"opencode": "gpt-5", "claude_code": "claude-sonnet-4-5", "codex": "gpt-5"}
-BRIDGE_HOST = "172.17.0.1"  # the docker bridge's gateway: the host as containers on it see it
+PRESETS = {"opencode": "gpt-5", "claude_code": "claude-sonnet-4-5", "codex": "gpt-5.5"}  # models each pinned CLI knows
+PRICED_AS = {"gpt-5": "gpt-5", "gpt-5.5": "gpt-5.5", "claude-sonnet-4-5": "claude-sonnet-4-5-20250929"}  # litellm's map
+BRIDGE_HOST = "172.17.0.1"
+CODEX_BINARY = "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"  # the docker bridge's gateway: the host as containers on it see it
 
 
 @pytest.fixture(scope="session")
@@ -92,10 +97,10 @@ class ArgvWatch:
 
 
 def run_agent(tmp: Path, cache: Path, harness: str, llm: FakeLLM, *args: str, env: str = "local",
-              preset: str | None = None) -> tuple[dict, Path, ArgvWatch]:
+              preset: str | None = None, host: str | None = None) -> tuple[dict, Path, ArgvWatch]:
     """`agentcompass run demo_online HARNESS PRESET` on the one task; the trial record, its dir, the argv watch."""
     preset = preset or PRESETS[harness]
-    host = BRIDGE_HOST if env == "docker" else "127.0.0.1"
+    host = host or (BRIDGE_HOST if env == "docker" else "127.0.0.1")
     with FakeLLMServer(llm, host="0.0.0.0" if env == "docker" else "127.0.0.1") as server, ArgvWatch(API_KEY) as watch:
         proc = run_cli("run", "demo_online", harness, preset, "--env", env, "--config-dir", str(online_demo(tmp)),
                        "--model-base-url", base_url(server, preset, host),
@@ -109,11 +114,22 @@ def run_agent(tmp: Path, cache: Path, harness: str, llm: FakeLLM, *args: str, en
     return trial, directory, watch
 
 
+def token_price(preset: str, usage: dict) -> float:
+    """One reply's cost from litellm's bundled map itself (not through agentcompass's pricing)."""
+    from agentcompass.models import import_litellm
+
+    p = import_litellm().model_cost[PRICED_AS[preset]]
+    cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+    return ((usage["prompt_tokens"] - cached) * p["input_cost_per_token"] + cached * p["cache_read_input_token_cost"]
+            + usage["completion_tokens"] * p["output_cost_per_token"])
+
+
 def files_containing(root: Path, needle: str) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
 
 
-def assert_solved(trial: dict, directory: Path, llm: FakeLLM, harness: str, watch: ArgvWatch) -> None:
+def assert_solved(trial: dict, directory: Path, llm: FakeLLM, harness: str, watch: ArgvWatch,
+                  preset: str | None = None) -> None:
     assert trial["status"] == "passed", trial
     assert len(llm.successes) >= len(FIX_COMMANDS) + 1  # each command, then the closing text
     assert all(r.authorization == f"Bearer {API_KEY}" for r in llm.requests)
@@ -124,6 +140,9 @@ def assert_solved(trial: dict, directory: Path, llm: FakeLLM, harness: str, watc
     assert usage["tokens_in"] == sum(u["prompt_tokens"] for u in usages)
     assert usage["tokens_out"] == sum(u["completion_tokens"] for u in usages)
     assert usage["tokens_cached"] == sum(u.get("prompt_tokens_details", {}).get("cached_tokens", 0) for u in usages)
+    # Every CLI priced alike: the server's tokens x the model's price (codex gives no cost of its own).
+    assert usage["cost_known"] is True
+    assert usage["cost_usd"] == pytest.approx(sum(token_price(preset or PRESETS[harness], u) for u in usages), rel=1e-6)
     transcript = directory / "tasks" / TASK / "attempt-1" / f"{harness}.jsonl"
     assert transcript.is_file() and "mid - 1" in transcript.read_text()
     assert files_containing(directory.parent, API_KEY) == []
@@ -145,15 +164,61 @@ def test_each_cli_fixes_the_demo_task_on_local(harness, tmp_path, cli_cache):
 def test_opencode_speaks_anthropic_too(tmp_path, cli_cache):
     llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.")
     trial, directory, watch = run_agent(tmp_path, cli_cache, "opencode", llm, preset="claude-sonnet-4-5")
-    assert_solved(trial, directory, llm, "opencode", watch)
+    assert_solved(trial, directory, llm, "opencode", watch, preset="claude-sonnet-4-5")
     assert {r.api for r in llm.requests} == {"messages"}
 
 
+@pytest.fixture
+def user_network(base_image):
+    """A network made with `--subnet` alone (no gateway in its IPAM on Debian's docker.io, as the default bridge)."""
+    with subnet_only_network("ac-cli", 150) as made:
+        yield made
+
+
+@pytest.mark.parametrize("network", ["default-bridge", "user-network"])
 @pytest.mark.parametrize("harness", ["opencode", "claude_code", "codex"])
-def test_each_cli_fixes_the_demo_task_on_docker(harness, tmp_path, cli_cache, base_image):
+def test_each_cli_fixes_the_demo_task_on_docker(harness, network, tmp_path, cli_cache, base_image, request):
+    """On the default bridge of Debian's docker.io (20.10), whose IPAM lists no gateway, and on a user network."""
     llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.")
-    trial, directory, watch = run_agent(tmp_path, cli_cache, harness, llm, env="docker")
+    args, host = (), None
+    if network == "user-network":
+        name, host = request.getfixturevalue("user_network")
+        args = ("--env-params", json.dumps({"network": name}))
+    trial, directory, watch = run_agent(tmp_path, cli_cache, harness, llm, *args, env="docker", host=host)
     assert_solved(trial, directory, llm, harness, watch)
+
+
+@pytest.mark.parametrize("tier", ["none", "high", "max"])
+def test_claude_codes_requests_at_each_tier_are_ones_the_messages_api_takes(tier, tmp_path, cli_cache):
+    """Every request the real Claude Code sends, after the gateway set the tier, validated with the anthropic SDK's
+    own request types (it calls /v1/messages?beta=true: the beta types); tier none sends no thinking at all."""
+    from api_requests import problems
+
+    llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.")
+    trial, _, _ = run_agent(tmp_path, cli_cache, "claude_code", llm, f"model.reasoning={tier}")
+    assert trial["status"] == "passed", trial
+    wanted = yaml.safe_load((REPO / "conf/models/claude-sonnet-4-5.yaml").read_text())["reasoning_map"][tier]
+    for request in llm.requests + llm.checks:
+        assert problems("messages", request.body, beta=True, extensions=frozenset({"temperature"})) == [], request.body
+        if "thinking" in wanted:
+            assert {k: v for k, v in request.body["thinking"].items() if k != "display"} == wanted["thinking"]
+        else:
+            assert request.body.get("thinking", {"type": "disabled"}) == {"type": "disabled"}
+
+
+def test_codex_declares_the_models_its_pinned_version_lists(cli_cache):
+    """harnesses/codex.yaml's models are those the pinned binary's bundled model list offers the API, tier for tier."""
+    from agentcompass.harnesses.cli_bundle import bundle
+
+    settings = yaml.safe_load((REPO / "harnesses/codex.yaml").read_text())
+    archive = bundle("@openai/codex", settings["version"], CODEX_BINARY, "codex", cli_cache)
+    with tarfile.open(archive) as tar:
+        data = tar.extractfile("bin/codex").read()
+    start = data.rfind(b'{\n  "models"', 0, data.find(b'"slug": '))
+    listed, _ = json.JSONDecoder().raw_decode(data[start:].decode("utf-8", errors="replace"))
+    offered = {m["slug"]: [level["effort"] for level in m["supported_reasoning_levels"]] for m in listed["models"]
+               if m.get("supported_in_api") and m.get("visibility") == "list"}
+    assert settings["models"] == offered
 
 
 @pytest.mark.parametrize("harness", ["opencode", "claude_code", "codex"])

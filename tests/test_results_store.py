@@ -347,11 +347,15 @@ def test_now_iso_is_utc_to_the_millisecond_across_seconds():
 
 
 def test_usages_add_field_by_field():
-    one = Usage(model_calls=1, tokens_in=10, tokens_out=5, tokens_cached=2, cost_usd=0.25, generation_s=1.5, model_errors=1)
+    one = Usage(model_calls=1, tokens_in=10, tokens_out=5, tokens_cached=2, tokens_cache_write=1, cost_usd=0.25,
+                cli_cost_usd=0.3, generation_s=1.5, model_errors=1)
     two = Usage(model_calls=2, tokens_in=20, tokens_out=7, tokens_cached=3, cost_usd=0.5, cost_known=False,
                 generation_s=2.0, model_errors=0)
     assert (one + two).model_dump() == {"model_calls": 3, "tokens_in": 30, "tokens_out": 12, "tokens_cached": 5,
-                                        "cost_usd": 0.75, "cost_known": False, "generation_s": 3.5, "model_errors": 1}
+                                        "tokens_cache_write": 1, "cost_usd": 0.75, "cost_known": False,
+                                        "cli_cost_usd": 0.3, "generation_s": 3.5, "model_errors": 1}
+    assert Usage.total([one, two]).model_dump() == (one + two).model_dump()
+    assert (two + two).cli_cost_usd is None  # no CLI figure anywhere: none, not 0
     assert (Usage() + one).model_dump() == one.model_dump() and (one + Usage()).cost_known
 
 

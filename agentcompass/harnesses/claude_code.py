@@ -4,7 +4,8 @@ ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY come from the env file; permissions are
 allows that as root); the background model is the same model; autoupdate, telemetry, error reports and
 other non-essential traffic are off. A thinking tier's `budget_tokens` becomes MAX_THINKING_TOKENS, a tier without
 thinking MAX_THINKING_TOKENS=0, so the CLI sends the tier itself (on modal/gcp without the gateway too).
-Usage: the final `result` event (tokens, its own cost estimate, turns, API time).
+Usage without the gateway: the final `result` event (tokens, turns, API time), priced by the model's prices;
+its own cost estimate (`total_cost_usd`) is kept beside as cli_cost_usd.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ class ClaudeCodeHarness(InstalledAgent):
     binary = "@anthropic-ai/claude-code-linux-x64/claude"
     model_apis = ("anthropic",)
 
+    def api_kind(self, model: "ModelConfig") -> str:
+        return "messages"
+
     def cli_env(self, model: "ModelConfig", endpoint: Any) -> dict[str, str]:
         model_id = cli_model_name(model)
         env = {"ANTHROPIC_BASE_URL": endpoint.anthropic_base_url, "ANTHROPIC_API_KEY": endpoint.api_key,
@@ -58,11 +62,12 @@ class ClaudeCodeHarness(InstalledAgent):
             return Usage(cost_known=False)
         result = results[-1]
         tokens = result.get("usage") or {}
-        cached = int(tokens.get("cache_read_input_tokens", 0))
+        cached, written = int(tokens.get("cache_read_input_tokens", 0)), int(tokens.get("cache_creation_input_tokens", 0))
+        own = result.get("total_cost_usd")
         return Usage(model_calls=int(result.get("num_turns", 0)),
-                     tokens_in=int(tokens.get("input_tokens", 0)) + cached + int(tokens.get("cache_creation_input_tokens", 0)),
-                     tokens_out=int(tokens.get("output_tokens", 0)), tokens_cached=cached,
-                     cost_usd=float(result.get("total_cost_usd") or 0.0), cost_known="total_cost_usd" in result,
+                     tokens_in=int(tokens.get("input_tokens", 0)) + cached + written,
+                     tokens_out=int(tokens.get("output_tokens", 0)), tokens_cached=cached, tokens_cache_write=written,
+                     cli_cost_usd=float(own) if isinstance(own, (int, float)) else None,
                      generation_s=float(result.get("duration_api_ms") or 0) / 1000)
 
     def endpoint_error(self, output: str) -> str | None:

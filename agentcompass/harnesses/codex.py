@@ -4,7 +4,8 @@ Codex (0.9x and later) speaks only the Responses API (`wire_api = "responses"`; 
 its endpoint must serve `/v1/responses`: OpenAI does, vLLM and SGLang do. The endpoint is a model
 provider of its own in CODEX_HOME/config.toml, the key read from the environment (`env_key`); approvals
 and codex's own sandbox are off (the trial's sandbox is the isolation), update checks and analytics off.
-A tier's `reasoning_effort` becomes `model_reasoning_effort`. Usage: the `turn.completed` events.
+A tier's `reasoning_effort` becomes `model_reasoning_effort`. Usage without the gateway: the `turn.completed`
+events' tokens, priced by the model's prices (codex reports no cost of its own).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ class CodexHarness(InstalledAgent):
     name, package, command_name = "codex", "@openai/codex", "codex"
     binary = "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
     model_apis = ("openai",)
+
+    def api_kind(self, model: "ModelConfig") -> str:
+        return "responses"
 
     def config_files(self, model: "ModelConfig", endpoint: Any) -> dict[str, str]:
         lines = [f"model = {json.dumps(cli_model_name(model))}", f'model_provider = "{PROVIDER}"',

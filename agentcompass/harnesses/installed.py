@@ -1,7 +1,7 @@
 """What the installed CLI agents (opencode, claude_code, codex) share: install, configure, run, read back.
 
 Install: the CLI's npm package at the pinned `version` is installed once per (package, version) on the
-host, into the cache (`npm install --prefix`); every npm CLI here ships a native Linux binary as an
+host, into the cache (agentcompass.harnesses.cli_bundle), only once the run's cheap checks have passed; every npm CLI here ships a native Linux binary as an
 optional dependency, so the sandbox needs no Node and no internet: the binary alone goes in, gzipped,
 through the sandbox's file API, and is unpacked under AGENT_DIR. Configure: the endpoint and key are
 written into the sandbox as the CLI's own config file and an env file (mode 600) that the command
@@ -10,22 +10,19 @@ task's workdir, the task's agent timeout (or `timeout_s`) as a hard limit; stdou
 events) is kept in the trial dir as `<harness>.jsonl`, stderr as `agent.log`, the key scrubbed.
 
 The endpoint is the run's model gateway when the runner gives the trial one (`trial.gateway`), else the
-model preset's own base_url and key. Usage: the gateway's metering when there is one, else what the
-CLI reports. Errors: 401/403 from the endpoint, a crash or a hang past the time limit are the agent's
+model preset's own base_url and key. Usage: the gateway's metering when there is one (each call's tokens x
+the model's price), else the CLI's own token counts x the same price; either way the CLI's own cost figure,
+where it gives one, is kept beside as `cli_cost_usd`. Errors: 401/403 from the endpoint, a crash or a hang past the time limit are the agent's
 (not retried, the CLI's last output in the message); an endpoint that kept failing (5xx, unreachable)
 is infra (retried).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 import shlex
-import shutil
-import subprocess
-import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from agentcompass.errors import AgentError, InfraError, UserError
-from agentcompass.formats.sources import cache_root
+from agentcompass.errors import AgentError, InfraError
+from agentcompass.harnesses.cli_bundle import BUNDLE, INSTALL_TIMEOUT_S, bundle
 from agentcompass.models import NO_KEY, api_key
 from agentcompass.schema import Strict
 from agentcompass.task import AgentOutcome, Task, Usage
@@ -47,9 +44,7 @@ if TYPE_CHECKING:
 
 AGENT_DIR = "/tmp/agentcompass-agent"  # the CLI, its HOME, config and env file; removed after the run
 HOME_DIR = f"{AGENT_DIR}/home"
-BUNDLE = "agent.tar.gz"
 DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
-INSTALL_TIMEOUT_S = 600.0
 LAST_OUTPUT_CHARS = 1500  # of the CLI's output, in an error's message
 
 
@@ -82,45 +77,6 @@ def scrub(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret and secret != NO_KEY else text
 
 
-# -- the host-side bundle --------------------------------------------------------------------
-def bundle(package: str, version: str, binary: str, command: str, cache_dir: Path | None = None) -> Path:
-    """`agent.tar.gz` holding `bin/<command>`: the package's native binary, installed from npm once per
-    (package, version); a lock file lets concurrent runs share one install."""
-    root = (cache_dir or cache_root() / "cli-agents") / f"{package.replace('/', '+')}@{version}"
-    archive = root / BUNDLE
-    if archive.is_file():
-        return archive
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if archive.is_file():
-            return archive
-        npm = shutil.which("npm")
-        if npm is None:
-            raise UserError(f"installing {package}@{version} needs npm on this machine (Node.js 18+); "
-                            f"install Node.js, or pass harness.cache_dir=DIR holding {package.replace('/', '+')}@{version}/{BUNDLE}")
-        prefix = Path(tempfile.mkdtemp(prefix="npm-", dir=root))
-        try:
-            proc = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-                                   "--loglevel=error", f"{package}@{version}"],
-                                  capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-            found = prefix / "node_modules" / binary
-            if proc.returncode != 0 or not found.is_file():
-                detail = " ".join((proc.stderr or proc.stdout).split())[-300:] or f"no {binary} in the package"
-                raise UserError(f"cannot install {package}@{version} from npm: {detail}; "
-                                f"check the version (npm view {package} versions) and the registry")
-            partial = root / f"{BUNDLE}.partial"
-            with tarfile.open(partial, "w:gz", compresslevel=1) as tar:
-                tar.add(found, arcname=f"bin/{command}")
-            partial.rename(archive)
-        except subprocess.TimeoutExpired as exc:
-            raise UserError(f"installing {package}@{version} from npm took over {INSTALL_TIMEOUT_S:.0f} s; "
-                            f"check the registry") from exc
-        finally:
-            shutil.rmtree(prefix, ignore_errors=True)
-    return archive
-
-
 # -- the harness -----------------------------------------------------------------------------
 class InstalledAgent:
     """Subclasses name the package and say how the CLI is configured, run and read back."""
@@ -140,13 +96,23 @@ class InstalledAgent:
         env: dict[str, str] = Field(default_factory=dict)  # added to the CLI's environment
         args: list[str] = Field(default_factory=list)  # added to the CLI's command line
         cache_dir: str | None = None  # where npm bundles are kept; default: the agentcompass cache
+        models: dict[str, list[str]] | None = None  # model id -> tiers the pinned version knows; None: any
 
     def __init__(self, **settings: Any) -> None:
         self.settings = self.Settings.model_validate(settings)
+        self.archive: Path | None = None  # fetched by prepare(), once every cheap check of the run has passed
+
+    def prepare(self) -> None:
+        """The CLI's bundle, from npm once per version (a progress bar and its size) or from the cache; the runner
+        calls it last before the run, so a run refused for its network, key, model or env downloads nothing."""
         cache = Path(self.settings.cache_dir).expanduser() if self.settings.cache_dir else None
         self.archive = bundle(self.package, self.settings.version, self.binary, self.command_name, cache)
 
     # what each CLI defines
+    def api_kind(self, model: "ModelConfig") -> str:
+        """The API its model calls use: chat | responses | messages (the preflight sends one of the same)."""
+        raise NotImplementedError
+
     def config_files(self, model: "ModelConfig", endpoint: Any) -> dict[str, str]:
         """Files to write under HOME_DIR (relative path -> text); never the key itself."""
         return {}
@@ -193,11 +159,8 @@ class InstalledAgent:
             trial.write(f"{self.name}.jsonl", stdout)
             trial.write("agent.log", stderr)
             metered = endpoint.usage()
-            usage = self.read_usage(stdout)
-            if metered:
-                usage = gateway_usage(metered, usage, model)
-            else:
-                usage = priced(usage, model)
+            reported = self.read_usage(stdout)
+            usage = gateway_usage(metered, reported) if metered else priced(reported, model)
             error = self.classify(result.exit_code, result.timed_out, stdout, stderr, limit, metered)
         finally:
             if gateway:
@@ -208,6 +171,9 @@ class InstalledAgent:
         return AgentOutcome(exit_status="completed", usage=usage)
 
     def install(self, sandbox: "Sandbox") -> None:
+        if self.archive is None:
+            self.prepare()
+        assert self.archive is not None
         sandbox.upload(self.archive, f"{AGENT_DIR}/{BUNDLE}")
         done = sandbox.exec(f"mkdir -p {HOME_DIR} && tar -xzf {AGENT_DIR}/{BUNDLE} -C {AGENT_DIR} "
                             f"&& rm {AGENT_DIR}/{BUNDLE} && HOME={HOME_DIR} {AGENT_DIR}/bin/{self.command_name} --version",
@@ -278,24 +244,27 @@ def last_output(stdout: str, stderr: str) -> str:
     return text[-LAST_OUTPUT_CHARS:] or "(none)"
 
 
-def priced(usage: Usage, model: "ModelConfig") -> Usage:
-    """The preset's prices over the CLI's own figures; the CLI's cost where the preset names none."""
+def priced(reported: Usage, model: "ModelConfig") -> Usage:
+    """Without the gateway (the CLI called the endpoint itself): the CLI's own token counts x the model's price,
+    as the gateway prices its calls; the CLI's own cost figure (read_usage's cli_cost_usd) stays beside it."""
+    from agentcompass.models import tokens_price
+
+    usage = reported.model_copy()
     pricing = model.pricing
     if pricing is not None and pricing.hourly_usd is not None:
         usage.cost_usd, usage.cost_known = pricing.hourly_usd * usage.generation_s / 3600, True
-    elif pricing is not None and (pricing.input_per_mtok is not None or pricing.output_per_mtok is not None):
-        input_price = pricing.input_per_mtok or 0.0
-        cached_price = pricing.cached_per_mtok if pricing.cached_per_mtok is not None else input_price
-        usage.cost_usd = ((usage.tokens_in - usage.tokens_cached) * input_price + usage.tokens_cached * cached_price
-                          + usage.tokens_out * (pricing.output_per_mtok or 0.0)) / 1e6
-        usage.cost_known = True
+    else:
+        usage.cost_usd, usage.cost_known = tokens_price(model, usage.tokens_in, usage.tokens_out, usage.tokens_cached,
+                                                        usage.tokens_cache_write)
     return usage
 
 
-def gateway_usage(metered: dict[str, Any], reported: Usage, model: "ModelConfig") -> Usage:
-    """The gateway's metering (what really crossed the wire), priced; the CLI's cost where no preset price."""
-    usage = Usage(model_calls=int(metered.get("calls", 0)), tokens_in=int(metered.get("tokens_in", 0)),
-                  tokens_out=int(metered.get("tokens_out", 0)), tokens_cached=int(metered.get("tokens_cached", 0)),
-                  generation_s=float(metered.get("generation_s", 0.0)), model_errors=int(metered.get("errors_5xx", 0)),
-                  cost_usd=reported.cost_usd, cost_known=reported.cost_known)
-    return priced(usage, model)
+def gateway_usage(metered: dict[str, Any], reported: Usage) -> Usage:
+    """The gateway's metering (what really crossed the wire), each call priced as it ended (tokens x the model's
+    price, cache reads and writes included); the CLI's own cost figure beside it."""
+    return Usage(model_calls=int(metered.get("calls", 0)), tokens_in=int(metered.get("tokens_in", 0)),
+                 tokens_out=int(metered.get("tokens_out", 0)), tokens_cached=int(metered.get("tokens_cached", 0)),
+                 tokens_cache_write=int(metered.get("tokens_cache_write", 0)),
+                 generation_s=float(metered.get("generation_s", 0.0)), model_errors=int(metered.get("errors_5xx", 0)),
+                 cost_usd=float(metered.get("cost_usd", 0.0)), cost_known=bool(metered.get("cost_known", True)),
+                 cli_cost_usd=reported.cli_cost_usd)

@@ -3,7 +3,8 @@
 The endpoint is a provider of its own in opencode's config (OPENCODE_CONFIG): `@ai-sdk/openai-compatible`
 or `@ai-sdk/anthropic`, both bundled in the binary, the key read from the environment (`{env:...}`).
 Every tool is allowed; autoupdate, sharing, the models.dev fetch, LSP downloads and default plugins are off.
-Usage: the `step_finish` events' tokens (input excludes cached reads there) and cost.
+Usage without the gateway: the `step_finish` events' tokens (input excludes cache reads and writes there), priced
+by the model's prices; its own cost figure is kept beside as cli_cost_usd.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class OpencodeHarness(InstalledAgent):
     binary = "opencode-linux-x64/bin/opencode"
     model_apis = ("openai", "anthropic")
     log_files = f"{HOME_DIR}/.local/share/opencode/log/*.log"  # written as it goes; a pipe's buffer dies with a kill
+
+    def api_kind(self, model: "ModelConfig") -> str:
+        return "messages" if model.api == "anthropic" else "chat"
 
     def config_files(self, model: "ModelConfig", endpoint: Any) -> dict[str, str]:
         model_id = cli_model_name(model)
@@ -70,8 +74,10 @@ class OpencodeHarness(InstalledAgent):
             usage.model_calls += 1
             usage.tokens_in += int(tokens.get("input", 0)) + int(cache.get("read", 0)) + int(cache.get("write", 0))
             usage.tokens_cached += int(cache.get("read", 0))
+            usage.tokens_cache_write += int(cache.get("write", 0))
             usage.tokens_out += int(tokens.get("output", 0)) + int(tokens.get("reasoning", 0))
-            usage.cost_usd += float(part.get("cost") or 0.0)
+            if isinstance(part.get("cost"), (int, float)):  # its own estimate, from its model list's prices
+                usage.cli_cost_usd = (usage.cli_cost_usd or 0.0) + float(part["cost"])
         return usage
 
     def endpoint_error(self, output: str) -> str | None:
