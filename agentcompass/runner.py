@@ -25,7 +25,7 @@ from agentcompass.progress import Progress, run_prefix
 from agentcompass.registry import resolve
 from agentcompass.fingerprint import differences, effective_settings, fingerprint
 from agentcompass.results import ResultsStore, TrialResult, now_iso, summarize, write_json
-from agentcompass.runlock import RunLock
+from agentcompass.runlock import RunLock, holder_of, in_use_message
 from agentcompass.scheduler import Lane, RetryPolicy, RunFailed, RunStopped, Scheduler
 from agentcompass.schema import ResolvedConfig
 from agentcompass.shards import check_processes
@@ -83,6 +83,9 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     env = resolved.env
     provider = resolve("provider", env.impl or env.name)(**resolved.settings_of(env), keep=resolved.run.keep_environment)
     check_processes(resolved, provider, harness_cls)
+    check_harness = getattr(provider, "check_harness", None)  # e.g. local: a model's commands need a fence
+    if check_harness is not None:
+        check_harness(harness_cls, harness_name or harness_cfg.name)
     check_env = getattr(task_format, "check_env", None)  # a format may need what only some envs offer (coop)
     if check_env is not None:
         check_env(provider)
@@ -92,8 +95,17 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
         for checked in (spec, grading_spec(task, spec) if grading_spec else None):
             if checked is not None:
                 provider.check(checked)
-    if getattr(harness_cls, "needs_model", False) and resolved.model.name == "none":
+    needs_model = getattr(harness_cls, "needs_model", False)
+    if needs_model and resolved.model.name == "none":
         raise UserError(f"harness '{harness_cfg.name}' needs a model; pass a preset (agentcompass list models) or a provider/model string")
+    if needs_model:
+        from agentcompass.models import check_model
+
+        check_model(resolved.model, request=False)  # a missing key: before anything slow
+    # The run directory's refusals come before the harness, which may import litellm (seconds), and the model request.
+    prints = fingerprint(resolved, provider, [t.id for t in tasks])
+    run_dir = resume_target(resolved, prints)
+    refuse_if_in_use(run_dir)
     harness = harness_cls(**resolved.settings_of(harness_cfg))
     check_tasks = getattr(harness, "check_tasks", None)  # e.g. predictions: refuse a file for another benchmark
     if check_tasks is not None:
@@ -102,13 +114,19 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
         from agentcompass.gateway import check_gateway
 
         check_gateway(resolved, tasks, provider)
-    if getattr(harness_cls, "needs_model", False):
+    if needs_model:
         from agentcompass.models import check_model, litellm_name
 
         check_model(resolved.model, request=resolved.run.model_check)
         resolved.labels["model_name"] = litellm_name(resolved.model)  # as mini-swe-agent names it in predictions
-    prints = fingerprint(resolved, provider, [t.id for t in tasks])
-    return PreparedRun(resolved, task_format, tasks, provider, harness, resume_target(resolved, prints), prints)
+    return PreparedRun(resolved, task_format, tasks, provider, harness, run_dir, prints)
+
+
+def refuse_if_in_use(run_dir: Path) -> None:
+    """The run lock's refusal ahead of time (the lock itself, taken when the run opens, still decides)."""
+    holder = holder_of(run_dir)
+    if holder is not None:
+        raise UserError(in_use_message(run_dir, holder))
 
 
 def resume_target(resolved: ResolvedConfig, prints: dict[str, Any]) -> Path:
@@ -370,8 +388,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     per_solved = summary.get("cost_per_solved_usd")
     k = summary["k"]
     unattempted = summary["tasks_unattempted"]
-    lines = [
-        f"results: {run_dir}",
+    lines = [  # the results directory last, as the README says: the line a script takes with `tail -1`
         f"tasks {summary['tasks']}" + (f" ({unattempted} unattempted)" if unattempted else "")
         + f"  trials {summary['trials']}/{summary['trials_expected']}  passed {summary['passed']}  "
         f"failed {summary['failed']}  errors {summary['errors']}",
@@ -380,6 +397,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
         + (f"pass@{k} {rate(summary['pass_at_k'])} over {summary['pass_at_k_tasks']} tasks  " if k > 1 else "")
         + f"tokens in/out {summary['tokens_in']}/{summary['tokens_out']}  cost {cost}"
         + (f"  cost/solved ${per_solved:.4f} (estimate: see agentcompass report)" if per_solved is not None else ""),
+        f"results: {run_dir}",
     ]
     print("\n".join(lines), file=sys.stdout, flush=True)
 
