@@ -51,11 +51,17 @@ def group_entries(key: str, roots: list[Path]) -> dict[str, Path]:
     return found
 
 
-def describe(path: Path) -> str:
-    """The `description:` line of a YAML file, read without a YAML parser (fast `list`)."""
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+def describe(path: Path, roots: list[Path] | None = None) -> str:
+    """The `description:` line of a YAML file, read without a YAML parser (fast `list`). A recipe without
+    one that extends another (`defaults: [parent, _self_]`) has what it inherits: the last in merge order."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for line in text.splitlines():
         if line.startswith("description:"):
             return line.partition(":")[2].strip().strip("'\"")
+    if roots is not None and path.parent.name == GROUPS["benchmark"][0] and "defaults" in text:
+        inherited = [data["description"] for _, data in recipe_chain(path.stem, roots)
+                     if isinstance(data.get("description"), str)]
+        return inherited[-1] if inherited else ""
     return ""
 
 

@@ -92,11 +92,12 @@ def add_pacing_args(parser: argparse.ArgumentParser) -> None:
                         help="at most Q sandbox creations a second (default: no limit; modal 4)")
 
 
-def env_help(default: str = "local") -> str:
-    """--env's help: the envs that have a YAML (never one that would answer `unknown env`)."""
+def env_help(default: str | None = "local") -> str:
+    """--env's help: the envs that have a YAML (never one that would answer `unknown env`); None: no default."""
     from agentcompass.catalog import known_envs
 
-    return f"execution environment: {', '.join(known_envs())} (default {default}; see `agentcompass list envs`)"
+    said = f"default {default}; " if default else ""
+    return f"execution environment: {', '.join(known_envs())} ({said}see `agentcompass list envs`)"
 
 
 def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = True) -> None:
@@ -329,7 +330,7 @@ def cmd_list(args: argparse.Namespace, argv: list[str]) -> int:
         width = max((len(n) for n in entries), default=0)
         for name, path in sorted(entries.items()):
             status = f"  {cheap_status(name, roots)}" if plural == "envs" else ""
-            print(f"  {name.ljust(width)}  {describe(path)}{status}")
+            print(f"  {name.ljust(width)}  {describe(path, roots)}{status}")
     return 0
 
 

@@ -69,7 +69,7 @@ class Job:
 
         ran = self.outcome(prepared.run_dir, run_alone)
         if ran and self.multirun:
-            write_sweep(prepared.run_dir.parent)
+            write_sweep(prepared.run_dir.parent, self.order())
 
     def run_pool(self, pool: Pool) -> None:
         """Every pooled job's trials at once; then each job's outcome and summary, as if run alone."""
@@ -83,7 +83,11 @@ class Job:
             complete = self.outcome(run.prepared.run_dir, lambda: raise_outcome(run))
             if ran and complete:
                 self.outcome(run.prepared.run_dir, lambda: print_summary(run.summary, run.prepared.run_dir))
-        write_sweep(run_root)
+        write_sweep(run_root, self.order())
+
+    def order(self) -> list[str]:
+        """The jobs' result directory names in the order the sweep gave them (sweep.json and its table keep it)."""
+        return [p.run_dir.name for p in self.prepared.values()]
 
     def outcome(self, run_dir: Path, action: Callable[[], None]) -> bool:
         """Do `action`, recording how it ended instead of raising, so the other jobs of a sweep still run;
@@ -158,7 +162,7 @@ def run_all(invocation: Invocation, multirun: bool, argv: list[str], hydra: Any,
     if pool is not None and not job.interrupted:
         job.run_pool(pool)
     if multirun and (run_root / "sweep.json").exists():
-        print_sweep(write_sweep(run_root), run_root)
+        print_sweep(write_sweep(run_root, job.order()), run_root)
     if job.failures:
         raise UserError(job.failures[0])
     for failure in job.run_failures:
@@ -218,12 +222,15 @@ SWEEP_FIELDS = ("k", "tasks", "trials", "passed", "failed", "errors", "incomplet
                 "cost_basis", "cost_per_solved_usd", "model_calls", "tokens_in", "tokens_out", "active_s")
 
 
-def write_sweep(run_root: Path) -> list[dict[str, Any]]:
-    """sweep.json: every result directory under the run name with its headline figures."""
+def write_sweep(run_root: Path, order: list[str] | None = None) -> list[dict[str, Any]]:
+    """sweep.json: every result directory under the run name with its headline figures, this sweep's jobs
+    in the order given (`-m model.reasoning=none,high,max`), then any others the run name holds."""
     import json
 
     rows = []
-    for summary_path in sorted(run_root.glob("*/summary.json")):
+    rank = {name: index for index, name in enumerate(order or [])}
+    found = sorted(run_root.glob("*/summary.json"), key=lambda p: (rank.get(p.parent.name, len(rank)), p.parent.name))
+    for summary_path in found:
         try:
             summary = json.loads(summary_path.read_text())
             run_info = json.loads((summary_path.parent / "run.json").read_text())

@@ -50,8 +50,12 @@ def import_litellm() -> Any:
 
 def litellm_name(model: "ModelConfig") -> str:
     """`provider/model` as litellm routes it: a known provider prefix is kept, else `api` is prepended."""
+    if "/" not in model.name:
+        return f"{model.api}/{model.name}"
     prefix = model.name.split("/", 1)[0]
-    if "/" in model.name and prefix in import_litellm().provider_list:
+    # The providers of STANDARD_KEY_ENV are litellm's for certain: no 6-second import to learn it (a missing
+    # key, a refused run name must come in well under 2 s); any other prefix asks litellm itself.
+    if prefix in STANDARD_KEY_ENV or prefix in import_litellm().provider_list:
         return model.name
     return f"{model.api}/{model.name}"
 

@@ -27,8 +27,7 @@ class RunLock:
         except BlockingIOError:
             holder = read_holder(fd)
             os.close(fd)
-            raise UserError(f"run directory {self.path.parent} is in use by process {holder}; wait for it to end, "
-                            f"stop it, or pass another --run-name") from None
+            raise UserError(in_use_message(self.path.parent, holder)) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
@@ -38,6 +37,10 @@ class RunLock:
         if self._fd is not None:
             os.close(self._fd)  # releases the lock
             self._fd = None
+
+
+def in_use_message(run_dir: Path, holder: str) -> str:
+    return f"run directory {run_dir} is in use by process {holder}; wait for it to end, stop it, or pass another --run-name"
 
 
 def read_holder(fd: int) -> str:

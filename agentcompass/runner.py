@@ -26,7 +26,7 @@ from agentcompass.registry import resolve
 from agentcompass.fingerprint import differences, effective_settings, fingerprint
 from agentcompass.results import ResultsStore, TrialResult, active_seconds, now_iso, write_json
 from agentcompass.scoring import base_note, incomplete_note, rate, rule_for, summarize, usd
-from agentcompass.runlock import RunLock
+from agentcompass.runlock import RunLock, holder_of, in_use_message
 from agentcompass.scheduler import Lane, RetryPolicy, RunFailed, RunStopped, Scheduler
 from agentcompass.schema import ResolvedConfig
 from agentcompass.shards import check_processes
@@ -85,12 +85,24 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     env = resolved.env
     provider = resolve("provider", env.impl or env.name)(**resolved.settings_of(env), keep=resolved.run.keep_environment)
     check_processes(resolved, provider, harness_cls)
+    check_harness = getattr(provider, "check_harness", None)  # e.g. local: a model's commands need a fence
+    if check_harness is not None:
+        check_harness(harness_cls, harness_name or harness_cfg.name)
     check_env = getattr(task_format, "check_env", None)  # a format may need what only some envs offer (coop)
     if check_env is not None:
         check_env(provider)
     check_each_task(tasks, task_format, provider, env.name)
-    if getattr(harness_cls, "needs_model", False) and resolved.model.name == "none":
+    needs_model = getattr(harness_cls, "needs_model", False)
+    if needs_model and resolved.model.name == "none":
         raise UserError(f"harness '{harness_cfg.name}' needs a model; pass a preset (agentcompass list models) or a provider/model string")
+    if needs_model:
+        from agentcompass.models import check_model
+
+        check_model(resolved.model, request=False)  # a missing key: before anything slow
+    # The run directory's refusals come before the harness, which may import litellm (seconds), and the model request.
+    prints = fingerprint(resolved, provider, [t.id for t in tasks])
+    run_dir = resume_target(resolved, prints)
+    refuse_if_in_use(run_dir)
     harness = harness_cls(**resolved.settings_of(harness_cfg))
     check_tasks = getattr(harness, "check_tasks", None)  # e.g. predictions: refuse a file for another benchmark
     if check_tasks is not None:
@@ -99,7 +111,7 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
         from agentcompass.gateway import check_gateway
 
         check_gateway(resolved, tasks, provider)
-    if getattr(harness_cls, "needs_model", False):
+    if needs_model:
         from agentcompass.models import check_model, litellm_name
 
         api_kind = getattr(harness, "api_kind", None)  # an agent calling through the gateway: its URL and API
@@ -113,8 +125,14 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     fetch = getattr(harness, "prepare", None)  # big downloads (an installed CLI's bundle) only once all else passed
     if fetch is not None:
         fetch()
-    prints = fingerprint(resolved, provider, [t.id for t in tasks])
-    return PreparedRun(resolved, task_format, tasks, provider, harness, resume_target(resolved, prints), prints)
+    return PreparedRun(resolved, task_format, tasks, provider, harness, run_dir, prints)
+
+
+def refuse_if_in_use(run_dir: Path) -> None:
+    """The run lock's refusal ahead of time (the lock itself, taken when the run opens, still decides)."""
+    holder = holder_of(run_dir)
+    if holder is not None:
+        raise UserError(in_use_message(run_dir, holder))
 
 
 def check_each_task(tasks: list[Task], task_format: TaskFormat, provider: Any, env_name: str) -> None:
@@ -424,7 +442,6 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     per_solved = summary.get("cost_per_solved_usd")
     basis = summary.get("cost_basis")
     lines = [
-        f"results: {run_dir}",
         f"tasks {summary['tasks']}" + (f" ({unattempted} unattempted)" if unattempted else "")
         + f"  trials {summary['trials']}/{summary['trials_expected']}  passed {summary['passed']}  "
         f"failed {summary['failed']}" + (f" ({summary['errors_failed']} of them errors)" if summary["errors_failed"] else "")
@@ -439,4 +456,5 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     if not summary["complete"]:
         lines.append(f"incomplete: not every attempt has a verdict{incomplete_note(summary)}; "
                      f"rerun with the same --run-name to finish (--retry-errors reruns errors)")
+    lines.append(f"results: {run_dir}")  # last, as the README says: the line a script takes with `tail -1`
     print("\n".join(lines), file=sys.stdout, flush=True)

@@ -163,11 +163,23 @@ def test_config_gcp_with_flags_asks_nothing_and_lists_what_is_left(fake_cli, tmp
     assert again.returncode == 2 and "exists; pass --force" in again.stderr
 
 
-def test_config_gcp_without_credentials_writes_nothing(cli, tmp_path):
+def test_config_gcp_without_credentials_or_project_writes_nothing(cli, tmp_path):
     output = tmp_path / "gcp.yaml"
     run = cli("config", "gcp", "--yes", "--output", str(output), env=no_credentials_env(tmp_path))
     assert run.returncode == 1 and "gcloud auth application-default login" in run.stdout, run.stdout + run.stderr
+    assert "pass --project ID" in run.stdout
     assert not output.exists()
+
+
+def test_config_gcp_without_credentials_still_writes_the_file_for_a_given_project(cli, tmp_path):
+    output = tmp_path / "gcp.yaml"
+    run = cli("config", "gcp", "--yes", "--project", "my-proj", "--zone", "asia-east1-a", "--output", str(output),
+              env=no_credentials_env(tmp_path))
+    assert run.returncode == 1 and "gcloud auth application-default login" in run.stdout, run.stdout + run.stderr
+    written = yaml.safe_load(output.read_text())["environments"]["gcp"]
+    assert written == {"project_id": "my-proj", "zone": "asia-east1-a", "region": "asia-east1",
+                       "batch": {"bucket": "agentcompass-my-proj"}}
+    assert output.stat().st_mode & 0o777 == 0o600
 
 
 def test_config_gcp_never_writes_a_shipped_file(cli, tmp_path):

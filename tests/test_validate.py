@@ -76,7 +76,7 @@ def test_validate_bad_input_is_a_user_error_and_writes_nothing(cli, tmp_path: Pa
     done = cli("validate", "no_such_bench", "--results-dir", str(tmp_path))
     assert done.returncode == 2 and "unknown benchmark 'no_such_bench'" in done.stderr
     done = cli("validate", "demo", "--benchmark-params", '{"sample_ids": ["nope"]}', "--results-dir", str(tmp_path))
-    assert done.returncode == 2 and "unknown sample_ids: nope" in done.stderr
+    assert done.returncode == 2 and "unknown sample_ids: 'nope'" in done.stderr
     assert not any(tmp_path.iterdir())
 
 

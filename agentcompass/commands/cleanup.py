@@ -12,12 +12,15 @@ from typing import Any
 
 from agentcompass.errors import UserError
 
+CLEANABLE = ("docker", "modal", "gcp")  # the shipped providers whose leftovers `cleanup` finds by label
+
 
 def register(subparsers: Any) -> None:
     from agentcompass.cli import add_overlay_args
 
     parser = subparsers.add_parser("cleanup", help="remove sandboxes an earlier run left behind (e.g. after kill -9)")
-    parser.add_argument("--env", default="docker", help="execution environment to clean up (default docker)")
+    parser.add_argument("--env", default="docker", help=f"execution environment to clean up: {', '.join(CLEANABLE)} "
+                                                         f"(default docker)")
     parser.add_argument("--run-name", metavar="NAME", help="only this run's sandboxes (default: every agentcompass sandbox)")
     parser.add_argument("--env-params", metavar="JSON", help="deep-merged into env, as for run")
     add_overlay_args(parser)  # the provider's settings and credentials come as they do for `run`
@@ -37,7 +40,7 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     provider = resolve("provider", env.impl or env.name)(**dict(env.model_extra or {}))
     cleanup = getattr(provider, "cleanup", None)
     if cleanup is None:
-        raise UserError(f"provider '{args.env}' leaves nothing behind to clean up; cleanup supports: docker, modal, gcp")
+        raise UserError(f"provider '{args.env}' leaves nothing behind to clean up; cleanup supports: {', '.join(CLEANABLE)}")
     removed = cleanup(args.run_name)
     scope = f" of run '{args.run_name}'" if args.run_name else ""
     print(f"removed {removed} {args.env} sandbox(es){scope}")

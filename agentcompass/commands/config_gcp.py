@@ -59,6 +59,7 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
         credentials, found_project = found_credentials(args.credentials_file)
     except UserError:
         print("✗ credentials: none found (no key file, no gcloud ADC, no metadata server)")
+        write_unchecked(args, output, defaults)
         print("set up:\n" + "".join(f"  {n}. {step}\n" for n, step in enumerate(CREDENTIAL_STEPS, 1)), end="")
         return 1
     print(f"✓ credentials: {credentials_source(args.credentials_file, '--credentials-file') or 'the metadata server'}")
@@ -95,6 +96,19 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
         print("still to do:\n" + "".join(f"  {n}. {step}\n" for n, step in enumerate(missing, 1)), end="")
         return 1
     return 0
+
+
+def write_unchecked(args: argparse.Namespace, output: Path, defaults: Any) -> None:
+    """Without credentials nothing can be checked, but a known project still gets its file (the flags'
+    values, else the defaults), as with any other step left to do; with no project there is nothing to write."""
+    project = args.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+    if not project:
+        print(f"no file written: no project known; pass --project ID to write {output} all the same")
+        return
+    zone = args.zone or defaults.zone
+    write_config(output, project, zone, args.region or zone.rsplit("-", 1)[0], args.bucket or f"agentcompass-{project}",
+                 args.credentials_file)
+    print(f"wrote {output} (unchecked); use it with --config {output} once the credentials are set up")
 
 
 def asker(never: bool) -> Callable[[str, str | None], str | None]:

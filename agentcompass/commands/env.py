@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
     sub = parser.add_subparsers(dest="env_command", metavar="check", parser_class=Parser, required=True)
     check = sub.add_parser("check", help="say which credentials and settings ENV uses and whether they work",
                            epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    check.add_argument("env", metavar="ENV", help=env_help())
+    check.add_argument("env", metavar="ENV", help=env_help(default=None))  # required: no default
     add_overlay_args(check)
 
 

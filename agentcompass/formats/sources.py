@@ -78,12 +78,14 @@ def run_git(args: list[str], url: str, ref: str) -> None:
     except FileNotFoundError:
         raise UserError("a git dataset source needs the git command; install git") from None
     except subprocess.TimeoutExpired:
-        raise UserError(f"git source {url}@{ref}: git {args[0]} took over {CLONE_TIMEOUT_S}s; check the URL and network") from None
+        raise UserError(f"git source {url}@{ref}: git {args[0]} took over {CLONE_TIMEOUT_S}s; check the URL and network, "
+                        f"or use a local copy of the dataset: --benchmark-params '{{\"path\": \"DIR\"}}'") from None
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
         reason = lines[-1] if lines else f"git exited {done.returncode}"
         what = "clone" if "clone" in args else f"check out ref '{ref}' of"
-        raise UserError(f"cannot {what} git source {url}: {reason}; check source.git and source.ref in the recipe")
+        raise UserError(f"cannot {what} git source {url}: {reason}; check source.git and source.ref in the recipe, "
+                        f"or, offline, point it at a local copy of the dataset: --benchmark-params '{{\"path\": \"DIR\"}}'")
 
 
 def hub_endpoint() -> str:

@@ -153,6 +153,7 @@ class LocalProvider:
 
     def __init__(self, isolation: str = "auto", root: str | None = None, hide: list[str] | None = None,
                  keep: bool = False, **_: object) -> None:
+        self.requested_isolation = isolation
         self.isolation = self._pick_isolation(isolation)
         if hide and self.isolation == "none":
             raise UserError("environments.local.hide needs isolation 'bwrap' (isolation 'none' hides nothing); "
@@ -163,25 +164,36 @@ class LocalProvider:
 
     @staticmethod
     def _pick_isolation(isolation: str) -> str:
-        global _notice_shown
         has_bwrap = shutil.which("bwrap") is not None
         if isolation == "bwrap" and not has_bwrap:
             raise UserError("isolation 'bwrap' needs bubblewrap; install it (apt-get install bubblewrap) or pass --env-params '{\"isolation\": \"none\"}'")
         if isolation != "auto":
             return isolation
-        if has_bwrap:
-            return "bwrap"
+        return "bwrap" if has_bwrap else "none"
+
+    def check_harness(self, harness_cls: type, harness_name: str) -> None:
+        """Without bubblewrap, `auto` means plain subprocesses with the user's full rights: fine for the oracle
+        and nop, which run the task's own scripts, not for the commands a model chooses. Those need the fence,
+        another env, or `isolation: none` said out loud."""
+        global _notice_shown
+        if self.isolation != "none" or self.requested_isolation != "auto":
+            return
+        if getattr(harness_cls, "needs_model", False):
+            raise UserError(f"harness '{harness_name}' would run a model's commands on this machine unfenced: bubblewrap "
+                            f"is not installed; apt-get install bubblewrap, or use --env docker, or pass "
+                            f"--env-params '{{\"isolation\": \"none\"}}' to run them as plain subprocesses with your rights")
         with _notice_lock:
             if not _notice_shown:
                 print("notice: bubblewrap (bwrap) is not installed; local trials run as plain subprocesses", file=sys.stderr)
                 _notice_shown = True
-        return "none"
 
     def check(self, spec: SandboxSpec) -> None:
         compose_refusal(spec, "local")  # before the image: the sidecars are what no host run can give
         if spec.needs_image:
             what = f"image '{spec.image}'" if spec.image else f"image built from {spec.build_context}"
-            raise UserError(f"task '{spec.name}' needs its own container {what}; run it with --env docker")
+            raise UserError(f"task '{spec.name}' needs its own container {what}; run it with --env docker, or, when the "
+                            f"host's own tools are all it needs, set `runs_on_host: true` in its recipe (recipes/demo.yaml "
+                            f"does, with `build_args` BASE_IMAGE for its Dockerfiles on docker and modal)")
         for field_name, user in spec.users.items():
             if user not in own_user_names():  # every command runs as the user running agentcompass
                 raise refusal(spec, "local", f'{field_name} = "{user}"', f"commands run as {getpass.getuser()}")

@@ -15,7 +15,7 @@ from agentcompass.providers.remote import one_line
 from agentcompass.readiness import Readiness
 
 CREDENTIALS_HINT = ("no Modal credentials: set environments.modal.token_id and token_secret in a private --config file, "
-                    "or MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, or run `modal token new` (~/.modal.toml)")
+                    "or MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, or run `modal setup` (~/.modal.toml)")
 SETUP_STEPS = (
     "run `modal setup` (opens a browser), or `modal token set --token-id ID --token-secret SECRET`: "
     "both write ~/.modal.toml",
