@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,15 @@ INSTANCE_REPORT = "report.json"
 
 def instance_report_text(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=4)
+
+
+@functools.lru_cache(maxsize=None)
+def classified(trial_dir: str) -> tuple[str, str] | None:
+    """5.0.2's (reason, tier) for a finished attempt's logs; they no longer change, so read once per process
+    (the run report is rewritten with every summary)."""
+    from swebench.harness.infra_failure import classify_logs
+
+    return classify_logs(Path(trial_dir) / "eval.log", Path(trial_dir) / "verifier.log")
 
 
 def run_report(run_dir: Path, task_ids: list[str], results: list["TrialResult"], fivex: bool) -> dict[str, Any]:
@@ -48,11 +58,10 @@ def run_report(run_dir: Path, task_ids: list[str], results: list["TrialResult"],
         completed.add(task_id)
         (resolved if report.get("resolved") else unresolved).add(task_id)
     if fivex:  # 5.0.2 classifies why each unresolved or errored instance failed, from its logs
-        from swebench.harness.infra_failure import TIER_ENVIRONMENT, classify_logs
+        from swebench.harness.infra_failure import TIER_ENVIRONMENT
 
         for task_id in unresolved | errors:
-            trial_dir = run_dir / "tasks" / task_id / f"attempt-{by_id[task_id].attempt}"
-            found = classify_logs(trial_dir / "eval.log", trial_dir / "verifier.log")
+            found = classified(str(run_dir / "tasks" / task_id / f"attempt-{by_id[task_id].attempt}"))
             if found:
                 reasons[task_id] = found[0]
                 (infra if found[1] == TIER_ENVIRONMENT else ambiguous).add(task_id)

@@ -6,10 +6,7 @@ and the prediction's model name."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -18,13 +15,10 @@ import pytest
 from conformance.conftest import anchor_python, check_divergences, run_driver
 from conftest import run_cli
 from fake_llm_server import FakeLLM, FakeLLMServer
+from testbed_image import build_testbed_image
 
 ANCHOR = "mini-swe-agent 2.4.6"
 INSTANCE = "conformance__crlf-1"
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z"}
-BASHRC = "export CONDA_DEFAULT_ENV=testbed\nexport PATH=/opt/conda/envs/testbed/bin:$PATH\n"
 TIMEOUT_STEP = 1  # index into COMMANDS of the command that times out
 COMMANDS = ["cat win.txt", "printf 'started\\n'; sleep 20", "sed -i 's/^b/c/' win.txt", "git diff > patch.txt",
             "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt"]
@@ -33,23 +27,7 @@ EVAL = "#!/bin/bash\ncd /testbed\n: '>>>>> Start Test Output'\necho PASSED t.py:
 
 @pytest.fixture(scope="module")
 def crlf_image(base_image: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    context = tmp_path_factory.mktemp("crlf-image")
-    repo = context / "testbed"
-    repo.mkdir()
-    (repo / "win.txt").write_bytes(b"a\r\nb\r\n")
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "crlf"]):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env={**os.environ, **GIT_ENV})
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True,
-                            text=True).stdout.strip()
-    (context / "bashrc").write_text(BASHRC)
-    dockerfile = (f"FROM {base_image}\nCOPY testbed /testbed\nCOPY bashrc /root/.bashrc\n"
-                  "RUN mkdir -p /opt/conda/envs/testbed/bin && ln -s /usr/bin/python3 /opt/conda/envs/testbed/bin/python\n"
-                  "WORKDIR /testbed\n")
-    (context / "Dockerfile").write_text(dockerfile)
-    tag = f"agentcompass-test/mini-crlf:{hashlib.sha256((dockerfile + commit).encode()).hexdigest()[:12]}"
-    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode != 0:
-        subprocess.run(["docker", "build", "-q", "-t", tag, str(context)], check=True, capture_output=True)
-    return tag, commit
+    return build_testbed_image(base_image, tmp_path_factory.mktemp("crlf-image"), {"win.txt": b"a\r\nb\r\n"}, "mini-crlf")
 
 
 def row_of(image: str, commit: str) -> dict:
