@@ -33,6 +33,7 @@ from agentcompass.formats.swebench_data import (
     instance_for_test_spec,
 )
 from agentcompass.results import write_atomic
+from agentcompass.sandbox import read_whole
 from agentcompass.schema import Recipe
 from agentcompass.task import AgentOutcome, Grade, Task
 
@@ -373,17 +374,6 @@ def test_spec(row: dict[str, Any], image: str) -> Any:
     from swebench.harness.utils import make_test_spec
 
     return make_test_spec(instance_for_test_spec(row, image))
-
-
-def read_whole(sandbox: "Sandbox", remote: str) -> str:
-    """A file of the sandbox, whole and byte for byte (decoded as the official harness decodes a patch),
-    where an exec's output would be capped: the official harness and mini-swe-agent have no cap."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="agentcompass-fetch-") as tmp:
-        local = Path(tmp) / "file"
-        sandbox.download(remote, local)
-        return local.read_bytes().decode("utf-8", errors="replace")
 
 
 def eval_report(spec: Any, prediction: dict[str, Any], log: Path) -> dict[str, Any]:
