@@ -402,7 +402,8 @@ def write_summary(run_dir: Path, task_ids: list[str], resolved: ResolvedConfig, 
     write_json(run_dir / "summary.json", summary)
     write_artifacts = getattr(task_format, "write_artifacts", None)
     if write_artifacts is not None:  # files a format derives from trials.jsonl, e.g. SWE-bench's predictions.jsonl
-        write_artifacts(run_dir, results)
+        write_artifacts(run_dir, results, task_ids=task_ids,
+                        model_name=resolved.labels.get("model_name") or resolved.labels.get("model"))
     return summary
 
 

@@ -179,3 +179,14 @@ def cap_output(data: bytes, cap: int = DEFAULT_OUTPUT_CAP) -> str:
         return data.decode("utf-8", errors="replace")
     return data[:cap].decode("utf-8", errors="replace") + TRUNCATION_MARK
 
+
+
+def read_whole(sandbox: "Sandbox", remote: str) -> str:
+    """A file of the sandbox, whole (decoded with replacement), where an exec's output would be capped:
+    a patch or a submission (the official harnesses have no cap)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="agentcompass-fetch-") as tmp:
+        local = Path(tmp) / "file"
+        sandbox.download(remote, local)
+        return local.read_bytes().decode("utf-8", errors="replace")

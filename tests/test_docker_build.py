@@ -81,6 +81,28 @@ def test_a_dockerfile_with_heredocs_cache_mounts_and_copy_chmod_builds(base_imag
 
 
 @pytest.mark.docker
+def test_a_syntax_line_whose_frontend_cannot_be_fetched_builds_with_the_engines_own(base_image: str,
+                                                                                     tmp_path: Path) -> None:
+    """`# syntax=docker/dockerfile:1` offline: the frontend image is out of reach (no registry here), so the
+    build runs again with the engine's built-in frontend, heredocs rewritten where the engine predates them."""
+    from agentcompass.providers.docker import DockerProvider
+
+    context = modern_context(tmp_path, base_image)
+    dockerfile = context / "Dockerfile"
+    # A frontend tag no cache holds, so the engine must try the registry for it.
+    dockerfile.write_text(f"# syntax=docker/dockerfile:1.{uuid.uuid4().int % 1000 + 100}\n" + dockerfile.read_text())
+    box = DockerProvider().open(SandboxSpec(name=unique("ac-test-syntax"), build_context=context, workdir="/app",
+                                            labels={"agentcompass": "1"}, log_dir=tmp_path))
+    try:
+        done = box.exec("cat cached.txt heredoc.txt stdin.txt conf/EOF secret.txt shebang.txt")
+    finally:
+        box.close()
+    assert done.exit_code == 0, done.stderr
+    assert done.stdout == EXPECTED
+    assert "building again with the engine's built-in Dockerfile frontend" in (tmp_path / "build.log").read_text()
+
+
+@pytest.mark.docker
 def test_without_buildkit_the_legacy_builder_says_so_and_fails_on_modern_syntax(base_image: str, tmp_path: Path) -> None:
     from agentcompass.errors import InfraError
     from agentcompass.providers.docker import DockerProvider

@@ -10,7 +10,6 @@ recipe's harness defaults are what is compared.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -24,13 +23,10 @@ from conftest import run_cli
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # mini imports litellm here too: no price-map download
 from fake_llm_server import FakeLLM, FakeLLMServer
+from testbed_image import build_testbed_image
 
 INSTANCE = "parity__calc-1"
 CALC = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a + b  # the bug\n"
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z"}
-BASHRC = "export CONDA_DEFAULT_ENV=testbed\nexport PATH=/opt/conda/envs/testbed/bin:$PATH\n"
 PROBE = 'echo "python=$(which python) env=${CONDA_DEFAULT_ENV:-none} pwd=$PWD pager=$PAGER"'
 # Alone in its command: mini's `docker exec` copies the two streams concurrently, so their order
 # within one command's output is not fixed there.
@@ -46,23 +42,7 @@ EVAL = ("#!/bin/bash\ncd /testbed\n: '>>>>> Start Test Output'\n"
 @pytest.fixture(scope="module")
 def parity_image(base_image: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """(image tag, base commit): the repository at /testbed and the fake conda env, built once."""
-    context = tmp_path_factory.mktemp("parity-image")
-    repo = context / "testbed"
-    repo.mkdir()
-    (repo / "calc.py").write_text(CALC)
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "calc"]):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env={**os.environ, **GIT_ENV})
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True,
-                            text=True).stdout.strip()
-    (context / "bashrc").write_text(BASHRC)
-    dockerfile = (f"FROM {base_image}\nCOPY testbed /testbed\nCOPY bashrc /root/.bashrc\n"
-                  "RUN mkdir -p /opt/conda/envs/testbed/bin && ln -s /usr/bin/python3 /opt/conda/envs/testbed/bin/python\n"
-                  "WORKDIR /testbed\n")
-    (context / "Dockerfile").write_text(dockerfile)
-    tag = f"agentcompass-test/mini-parity:{hashlib.sha256((dockerfile + BASHRC + commit).encode()).hexdigest()[:12]}"
-    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode != 0:
-        subprocess.run(["docker", "build", "-q", "-t", tag, str(context)], check=True, capture_output=True)
-    return tag, commit
+    return build_testbed_image(base_image, tmp_path_factory.mktemp("parity-image"), {"calc.py": CALC.encode()}, "mini-parity")
 
 
 def instance_row(image: str, commit: str) -> dict:

@@ -486,3 +486,29 @@ def test_the_prompt_configs_interpreter_env_and_bash_env_hold_on_the_local_provi
         box.close()
     assert output["returncode"] == 0
     assert output["output"] == "rc=1 pager=cat bash\nerr\n"
+
+
+def test_a_submission_over_the_exec_output_cap_is_handed_over_whole(tmp_path):
+    """mini has no output cap: a submit command printing more than 10 MiB submits all of it, and CRLF
+    output reads as mini's text mode reads it."""
+    import time as _time
+
+    from minisweagent.exceptions import Submitted
+
+    from agentcompass.harnesses.mini_swe_agent import SandboxEnvironment
+    from agentcompass.providers.local import LocalProvider
+    from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, SandboxSpec, TRUNCATION_MARK
+
+    sandbox = LocalProvider(isolation="auto").open(SandboxSpec(name="t", workdir=str(tmp_path), runs_on_host=True))
+    env = SandboxEnvironment(sandbox, str(tmp_path), {}, 60, _time.monotonic() + 600, log=lambda text: None)
+    line = "+" + "x" * 78 + "\r"
+    try:
+        assert env.execute({"command": "printf 'a\\r\\nb\\r\\n'"})["output"] == "a\nb\n"
+        sandbox.exec(f"yes '{line}' | head -n 140000 > big.txt", cwd=str(tmp_path))
+        with pytest.raises(Submitted) as submitted:
+            env.execute({"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat big.txt && echo the-end"})
+    finally:
+        sandbox.close()
+    submission = submitted.value.messages[0]["extra"]["submission"]
+    assert len(submission) > DEFAULT_OUTPUT_CAP and TRUNCATION_MARK not in submission
+    assert submission.count("+" + "x" * 78 + "\n") == 140000 and submission.endswith("the-end\n")

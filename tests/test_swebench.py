@@ -163,21 +163,25 @@ def git(repo: Path, *args: str) -> str:
                           capture_output=True, text=True).stdout
 
 
-def test_patch_has_new_files_and_agent_commits_but_no_scratch(tmp_path):
-    """The diff runs against the commit the trial started from, on the local provider's /testbed."""
+def seeded_format(tmp_path: Path, **params: object) -> SwebenchFormat:
+    """One row, x__x-1, whose checkout (a.py, one commit) is staged at /testbed where no image is used."""
     repos = tmp_path / "repos" / "x__x-1"
     repos.mkdir(parents=True)
     (repos / "a.py").write_text("A = 1\n")
     git(repos, "init", "-q")
     git(repos, "add", "-A")
     git(repos, "commit", "-q", "-m", "base")
-    base = git(repos, "rev-parse", "HEAD").strip()
-    row = {"instance_id": "x__x-1", "repo": "x/x", "base_commit": base, "test_patch": "", "patch": "",
-           "problem_statement": "", "FAIL_TO_PASS": [], "PASS_TO_PASS": [], "eval_script": "true"}
+    row = {"instance_id": "x__x-1", "repo": "x/x", "base_commit": git(repos, "rev-parse", "HEAD").strip(),
+           "test_patch": "", "patch": "", "problem_statement": "", "FAIL_TO_PASS": [], "PASS_TO_PASS": [],
+           "eval_script": "true"}
     (tmp_path / "rows.json").write_text(json.dumps([row]))
-    fmt = SwebenchFormat(recipe(runs_on_host=True, params={"path": str(tmp_path / "rows.json"),
-                                                          "repos_dir": str(tmp_path / "repos"),
-                                                          "patch_exclude": [".scratch*"]}))
+    return SwebenchFormat(recipe(runs_on_host=True, params={"path": str(tmp_path / "rows.json"),
+                                                           "repos_dir": str(tmp_path / "repos"), **params}))
+
+
+def test_patch_has_new_files_and_agent_commits_but_no_scratch(tmp_path):
+    """The diff runs against the commit the trial started from, on the local provider's /testbed."""
+    fmt = seeded_format(tmp_path, patch_exclude=[".scratch*"])
     task = fmt.load()[0]
     sandbox = LocalProvider(isolation="auto").open(SandboxSpec(name="t", workdir="/testbed", runs_on_host=True))
     try:
@@ -273,3 +277,24 @@ def test_predictions_have_a_line_per_attempted_instance(tmp_path):
         {"instance_id": "a__a-1", "model_name_or_path": "openai/gpt-x", "model_patch": "diff --git a/x b/x\n"},
         {"instance_id": "b__b-2", "model_name_or_path": "openai/gpt-x", "model_patch": ""},
     ]
+
+
+LINE = "a line of text, eighty characters long with its newline " + "." * 23
+
+
+def test_a_patch_over_the_exec_output_cap_is_extracted_whole(tmp_path):
+    """An 11 MiB new file: the official harness and mini have no cap, so neither does the patch."""
+    from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, TRUNCATION_MARK
+
+    fmt = seeded_format(tmp_path)
+    task = fmt.load()[0]
+    sandbox = LocalProvider(isolation="auto").open(SandboxSpec(name="t", workdir="/testbed", runs_on_host=True))
+    try:
+        fmt.stage(task, sandbox, Trial(tmp_path))
+        assert sandbox.exec(f"yes '{LINE}' | head -n 140000 > big.txt && echo the-end >> big.txt").ok
+        patch = fmt.extract_patch(task, sandbox)
+    finally:
+        sandbox.close()
+    assert len(patch.encode()) > DEFAULT_OUTPUT_CAP + 512 * 1024
+    assert TRUNCATION_MARK not in patch and patch.endswith(f"+{LINE}\n+the-end\n")
+    assert patch.count(f"+{LINE}\n") == 140000

@@ -602,3 +602,33 @@ def test_compose_container_details_reach_the_engine(base_image: str, tmp_path: P
     gone = subprocess.run(["docker", "inspect", f"{name}-db"], capture_output=True)
     assert gone.returncode != 0
     assert subprocess.run(["docker", "network", "inspect", name], capture_output=True).returncode != 0
+
+
+SLOW_RUN_TESTS = """#!/bin/bash
+echo "=========================== short test summary info ============================"
+echo "PASSED tests/test_outputs.py::test_it"
+sleep 30
+"""
+
+
+def test_a_test_timeout_after_an_agent_timeout_is_parsed_as_officially(cli, tmp_path: Path) -> None:
+    """terminal-bench's harness: once the agent failed (here: timed out), a test timeout does not end the
+    trial; the pane is parsed as it is. After an agent that finished, a test timeout is unresolved."""
+    dataset = tmp_path / "data"
+    write_task(dataset, "slow-tests", dockerfile="FROM x\nWORKDIR /app\n",
+               task_yaml="instruction: wait\nmax_agent_timeout_sec: 2\nmax_test_timeout_sec: 4\n",
+               files={"solution.sh": "sleep 30\n", "run-tests.sh": SLOW_RUN_TESTS})
+    after_agent_timeout = run_host(cli, tmp_path, dataset, "oracle")["slow-tests"]
+    assert after_agent_timeout["agent_exit_status"] == "timeout", after_agent_timeout
+    assert after_agent_timeout["status"] == "passed", after_agent_timeout
+    after_nop = run_host(cli, tmp_path, dataset, "nop")["slow-tests"]
+    assert after_nop["status"] == "failed" and after_nop["details"]["failure_mode"] == "test_timeout", after_nop
+
+
+def test_without_tmux_the_tests_output_is_cut_to_what_the_pane_holds() -> None:
+    from agentcompass.formats.terminal_bench import KEPT_ROWS, last_rows
+
+    lines = [f"line {n}" for n in range(5000)]
+    assert last_rows("\n".join(lines) + "\n").splitlines() == lines[-KEPT_ROWS:]
+    wide = ["x" * 161] * 1100  # two rows each
+    assert len(last_rows("\n".join(wide) + "\n").splitlines()) == KEPT_ROWS // 2

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from agentcompass.errors import InfraError, UserError
 from agentcompass.formats.base import SelectionParams, recipe_limits, render_instruction, select_tasks, source_path
 from agentcompass.formats.swebench_classic import ClassicSpec
+from agentcompass.formats.swebench_report import INSTANCE_REPORT, instance_report_text
 from agentcompass.formats.swebench_data import (
     check_gradable,
     classic_eval_script,
@@ -32,6 +33,7 @@ from agentcompass.formats.swebench_data import (
     instance_for_test_spec,
 )
 from agentcompass.results import write_atomic
+from agentcompass.sandbox import read_whole
 from agentcompass.schema import Recipe
 from agentcompass.task import AgentOutcome, Grade, Task
 
@@ -75,6 +77,7 @@ class SwebenchFormat:
     Params = SwebenchParams
     def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe
+        self.fivex_rows: dict[str, bool] | None = None
 
     # -- loading -------------------------------------------------------------------------
     def rows(self) -> list[dict[str, Any]]:
@@ -94,6 +97,7 @@ class SwebenchFormat:
         tasks = select_tasks([self.make_task(row) for row in self.rows()], self.recipe.params, self.recipe.name)
         for task in tasks:
             check_gradable(task.data)
+        self.fivex_rows = {task.id: has_eval_script(task.data) for task in tasks}  # the run report's shape
         return tasks
 
     def make_task(self, row: dict[str, Any]) -> Task:
@@ -163,8 +167,8 @@ class SwebenchFormat:
             f"base=$(git rev-parse -q --verify {START_REF} || echo {base}); "
             'index=$(mktemp); cp "$(git rev-parse --git-dir)/index" "$index" 2>/dev/null; '
             f'GIT_INDEX_FILE="$index" git add -A -- . {excludes} && '
-            f'GIT_INDEX_FILE="$index" git diff --cached --no-color --no-ext-diff --binary "$base" -- . {excludes}; '
-            f' > {PATCH_PATH}; code=$?; rm -f "$index"; exit $code'
+            f'GIT_INDEX_FILE="$index" git diff --cached --no-color --no-ext-diff --binary "$base" -- . {excludes} '
+            f'> {PATCH_PATH}; code=$?; rm -f "$index"; exit $code'
         )
         result = sandbox.exec(script, timeout=GIT_TIMEOUT)
         if not result.ok:
@@ -249,7 +253,9 @@ class SwebenchFormat:
             trial.write("eval.log", log)
             return self.unresolved(task, trial, patch, mode, f"tests timed out after {task.verify_timeout_s:.0f}s", log)
         prediction = {"instance_id": task.id, "model_name_or_path": model_name(trial), "model_patch": patch}
-        report = eval_report(spec, prediction, trial.dir / "eval.log")[task.id]
+        official = eval_report(spec, prediction, trial.dir / "eval.log")
+        trial.write(INSTANCE_REPORT, instance_report_text(official))  # as run_evaluation writes it
+        report = official[task.id]
         status = report.get("tests_status") or {}
         f2p = status.get("FAIL_TO_PASS") or {"success": [], "failure": []}
         p2p = status.get("PASS_TO_PASS") or {"success": [], "failure": []}
@@ -270,7 +276,7 @@ class SwebenchFormat:
                      "tests_parsed": bool(report["patch_successfully_applied"]),
                      "infra_failure": bool(report.get("infra_failure")),
                      "infra_failure_reason": report.get("infra_failure_reason"),
-                     "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p},
+                     "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p, "official_report": official},
         )
 
     # -- grading on a batch backend (GCP Batch): formats/swebench_batch.py ------------------
@@ -332,11 +338,15 @@ class SwebenchFormat:
                 "evaluation_mode": mode, "eval_log": log[-EVAL_LOG_DETAIL_CAP:]}
 
     # -- run artifacts -------------------------------------------------------------------
-    def write_artifacts(self, run_dir: Path, results: list["TrialResult"]) -> None:
-        """predictions.jsonl (attempt 1; later attempts in predictions-attempt-N.jsonl), from trials.jsonl."""
+    def write_artifacts(self, run_dir: Path, results: list["TrialResult"], task_ids: list[str] | None = None,
+                        model_name: str | None = None) -> None:
+        """predictions.jsonl (attempt 1; later attempts in predictions-attempt-N.jsonl) and the official run
+        report (report.json, formats/swebench_report.py), from trials.jsonl."""
+        from agentcompass.formats.swebench_report import write_run_reports
+
         by_attempt: dict[int, list[dict[str, Any]]] = {1: []}
-        model = next((r.details["model_name_or_path"] for r in results if r.details.get("model_name_or_path")),
-                     "agentcompass")
+        model = model_name or next((r.details["model_name_or_path"] for r in results
+                                    if r.details.get("model_name_or_path")), "agentcompass")
         for result in sorted(results, key=lambda r: (r.attempt, r.task_id)):
             # A line per attempted instance, as mini-swe-agent's preds.json: an attempt that ended in an
             # error graded nothing and submits the empty patch.
@@ -348,6 +358,11 @@ class SwebenchFormat:
         for attempt, predictions in by_attempt.items():
             name = "predictions.jsonl" if attempt == 1 else f"predictions-attempt-{attempt}.jsonl"
             write_atomic(run_dir / name, "".join(json.dumps(p) + "\n" for p in predictions))
+        if task_ids is not None:
+            if self.fivex_rows is None:  # not loaded in this process (a summary rebuilt from trials.jsonl)
+                self.fivex_rows = {row["instance_id"]: has_eval_script(row) for row in self.rows()}
+            fivex = any(self.fivex_rows.get(task_id) for task_id in task_ids)
+            write_run_reports(run_dir, task_ids, results, fivex)
 
 
 def test_spec(row: dict[str, Any], image: str) -> Any:
@@ -362,17 +377,6 @@ def test_spec(row: dict[str, Any], image: str) -> Any:
     from swebench.harness.utils import make_test_spec
 
     return make_test_spec(instance_for_test_spec(row, image))
-
-
-def read_whole(sandbox: "Sandbox", remote: str) -> str:
-    """A file of the sandbox, whole and byte for byte (decoded as the official harness decodes a patch),
-    where an exec's output would be capped: the official harness and mini-swe-agent have no cap."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="agentcompass-fetch-") as tmp:
-        local = Path(tmp) / "file"
-        sandbox.download(remote, local)
-        return local.read_bytes().decode("utf-8", errors="replace")
 
 
 def eval_report(spec: Any, prediction: dict[str, Any], log: Path) -> dict[str, Any]:

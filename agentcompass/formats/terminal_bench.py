@@ -35,10 +35,15 @@ if TYPE_CHECKING:
     from agentcompass.trial import TrialContext
 
 ORACLE_DIR = "/oracle"
+# Agent exit statuses terminal-bench records as a failure mode before the tests (agent timeout, context length).
+AGENT_FAILURES = ("timeout", "context_window_exceeded")
 DEFAULT_AGENT_TIMEOUT = 360.0  # the original's task.yaml defaults
 DEFAULT_TEST_TIMEOUT = 60.0
 HOST_WORKDIR = "/app"  # for tasks run on the host, which has no image to take a WorkingDir from
-KEPT_LINES = 50_000  # the official tmux history: the start of a longer output is lost
+# What the official pane holds: tmux's default 2,000 rows of history (the harness's `set-option history-limit
+# 50000` comes after the window exists, and tmux applies it to new windows only) plus the 40 visible rows.
+KEPT_ROWS = 2000 + 40
+PANE_COLUMNS = 160
 TEST_LOG = "/tmp/agentcompass-run-tests.log"
 TERMINAL_ENV = {"COLUMNS": "160", "LINES": "40"}  # the official pane's size, for tools that read it
 
@@ -50,6 +55,21 @@ def grade_tests(tests: dict[str, str], exit_code: int | None = None) -> Grade:
     passed = resolved(tests)
     message = f"{len(tests) - len(failing)}/{len(tests)} tests passed" + ("" if passed else f"; not passing: {', '.join(failing)}")
     return Grade(passed=passed, reward=1.0 if passed else 0.0, message=message, details=details)
+
+
+def last_rows(text: str, rows: int = KEPT_ROWS, columns: int = PANE_COLUMNS) -> str:
+    """The lines that fit in the last `rows` rows of a `columns`-wide pane (a longer line takes several)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        used += max(1, -(-len(line) // columns))
+        if used > rows:
+            break
+        kept.append(line)
+    return "".join(line + "\n" for line in reversed(kept))
 
 
 def failed(message: str, failure_mode: str, **details: Any) -> Grade:
@@ -207,12 +227,13 @@ class TerminalBenchFormat:
         return run_solution(task, sandbox, trial, f"bash {ORACLE_DIR}/solution.sh")
 
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade:
-        grade = self._grade(task, sandbox, trial)
+        grade = self._grade(task, sandbox, trial, agent_failed=outcome.exit_status in AGENT_FAILURES
+                            or outcome.exit_status.endswith("_error"))
         if outcome.exit_status.endswith("_error"):  # the agent crashed: say so beside the verdict
             grade.details["agent_error"] = outcome.message
         return grade
 
-    def _grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> Grade:
+    def _grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", agent_failed: bool = False) -> Grade:
         task_dir = Path(task.data["dir"])
         run_tests = task_dir / "run-tests.sh"
         if not run_tests.is_file():  # officially the copy fails and the trial is unresolved
@@ -230,7 +251,9 @@ class TerminalBenchFormat:
         else:
             output, timed_out, exit_code = self._test_with_exec(task, sandbox, trial, same_shell)
         trial.write("verifier.log", output)
-        if timed_out:  # officially a test timeout is not parsed
+        # Officially a test timeout is not parsed, unless the agent already failed (timed out, crashed): its
+        # failure mode stands and the pane is parsed as it is (terminal-bench's harness.py _run_trial).
+        if timed_out and not agent_failed:
             return failed(f"tests timed out after {task.verify_timeout_s:.0f}s", "test_timeout")
         try:
             tests = parse_test_output(task.data.get("parser", "pytest"), output)
@@ -252,14 +275,14 @@ class TerminalBenchFormat:
 
     def _test_with_exec(self, task: Task, sandbox: "Sandbox", trial: "TrialContext",
                         same_shell: bool) -> tuple[str, bool, int]:
-        """run-tests.sh with its output in a file, of which the last 50,000 lines are read back."""
+        """run-tests.sh with its output in a file, of which what the official pane would hold is read back."""
         result = sandbox.exec(f"bash {TEST_DIR}/run-tests.sh > {TEST_LOG} 2>&1", env={**TERMINAL_ENV},
                               timeout=task.verify_timeout_s, user=None if same_shell else "root")
-        sandbox.exec(f"tail -n {KEPT_LINES} {TEST_LOG} > {TEST_LOG}.tail", user="root", timeout=120)
+        sandbox.exec(f"tail -n {KEPT_ROWS} {TEST_LOG} > {TEST_LOG}.tail", user="root", timeout=120)
         local = trial.dir / "verifier.tail"
         try:
             sandbox.download(f"{TEST_LOG}.tail", local)
-            output = local.read_text(encoding="utf-8", errors="replace")
+            output = last_rows(local.read_text(encoding="utf-8", errors="replace"))
         except FileNotFoundError:
             output = result.stdout + result.stderr
         finally:

@@ -1,7 +1,7 @@
 """A tmux session in the sandbox, driven the way Terminal-Bench's harness drives its TmuxSession.
 
 The official harness types the oracle's solution and `bash /tests/run-tests.sh` into tmux login
-shells (160x40, 50,000 lines of history) and parses the captured pane. Where the task's image has
+shells (160x40; tmux keeps 2,000 rows of history, as officially) and parses the captured pane. Where the task's image has
 tmux (every official image does: the harness requires it) we do the same through exec; the keys
 and the blocking protocol (`; tmux wait -S done`) are the official ones. Each user's server listens
 on tmux's default socket under the sandbox's /tmp (the local provider's own /tmp, not the host's).
@@ -51,10 +51,16 @@ class Keystrokes:
             return cls(entry)
         if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
             raise ValueError(f"expected a command string or a mapping with a string `command`, got {entry!r}")
-        unknown = set(entry) - {"command", "min_timeout_sec", "max_timeout_sec", "block", "append_enter"}
-        if unknown:
-            raise ValueError(f"unknown keys {sorted(unknown)} in {entry!r}")
-        return cls(**entry)
+        # As terminal-bench's TerminalCommand (a pydantic model): other keys are ignored, values coerced.
+        from pydantic import TypeAdapter, ValidationError
+
+        try:
+            return TypeAdapter(cls).validate_python({k: v for k, v in entry.items() if k in KEYSTROKE_FIELDS})
+        except ValidationError as exc:
+            raise ValueError(f"{entry!r}: {' '.join(str(exc).split())[:300]}") from exc
+
+
+KEYSTROKE_FIELDS = ("command", "min_timeout_sec", "max_timeout_sec", "block", "append_enter")
 
 
 def has_tmux(sandbox: "Sandbox") -> bool:
@@ -148,5 +154,5 @@ class TmuxSession:
                        max_timeout_sec=entry.max_timeout_sec)
 
     def capture(self) -> str:
-        """The whole pane, history included (at most 50,000 lines), without colour codes."""
+        """The whole pane, history included (2,000 rows: history-limit applies to new windows only), without colour codes."""
         return self._tmux(f"capture-pane -p -S - -t {shlex.quote(self.name)}").stdout

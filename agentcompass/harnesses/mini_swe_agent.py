@@ -32,7 +32,7 @@ from agentcompass.calls import CALLS_FILE
 from agentcompass.errors import AgentError, InfraError, TrialError, UserError
 from agentcompass.formats.sources import cache_root
 from agentcompass.models import Meter, completion_kwargs, import_litellm, key_hint, request_timeout
-from agentcompass.sandbox import TRUNCATION_MARK
+from agentcompass.sandbox import TRUNCATION_MARK, read_whole
 from agentcompass.schema import Strict
 from agentcompass.task import AgentOutcome, Task
 
@@ -244,8 +244,6 @@ class SandboxEnvironment:
     def uncapped_output(self, text: str, env: dict[str, str], cwd: str | None, limit: float) -> str:
         """The submit command's output once more, into a file fetched whole (an exec's output is capped
         at 10 MiB; a submit command only prints what it submits)."""
-        from agentcompass.formats.swebench import read_whole
-
         wrapped = f"( {text}\n) > {UNCAPPED_OUTPUT_PATH} 2>&1"
         self.sandbox.exec(wrapped, cwd=cwd, env=env, timeout=limit)
         return universal_newlines(read_whole(self.sandbox, UNCAPPED_OUTPUT_PATH))

@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     import docker
 
 # PID 1 of every container: independent of the image's ENTRYPOINT and CMD, and it exits on SIGTERM.
-KEEP_ALIVE = ["-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+# No trap: as PID 1 without init, the shell ignores SIGTERM and SIGINT (the kernel drops them for a namespace's
+# init that set no handler), as the official `sleep infinity` does; close() removes the container by force.
+KEEP_ALIVE = ["-c", "while :; do sleep 3600 & wait $!; done"]
 START_HINT = ("start the engine (`sudo systemctl start docker`, or run `sudo dockerd` in another terminal; "
               "on macOS/Windows open Docker Desktop) or point DOCKER_HOST at a running engine")
 # The kernel's count of processes killed for exceeding the container's memory limit (cgroup v2, then v1).
@@ -65,7 +67,9 @@ class DockerProvider:
         cpu: Positive | None = Field(None, validation_alias=AliasChoices("cpus", "cpu"))  # overrides the task's cpus (clamped to the engine's CPU count)
         memory: PositiveInt | None = Field(None, validation_alias=AliasChoices("memory_mb", "memory"))  # MiB; overrides the task's
         shell: str = "bash"  # runs every exec'd command: SHELL -c CMD
-        init: bool = True  # the engine's init as PID 1 reaps the orphans a killed command leaves behind
+        # No init, as swebench, terminal-bench and Harbor run their containers: PID 1 is the keep-alive shell,
+        # which ignores an agent's `kill 1` as their `sleep infinity` does. True: the engine's docker-init.
+        init: bool = False
         output_cap_bytes: PositiveInt = DEFAULT_OUTPUT_CAP  # kept per stream and exec; the rest is dropped and marked
         pull_timeout_s: Positive = 1800.0
         build_timeout_s: Positive = 1800.0

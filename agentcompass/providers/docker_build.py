@@ -165,20 +165,40 @@ def build_image(api: Any, request: BuildRequest, log: IO[str], buildkit: bool, t
 
 def build_with_cli(api: Any, cli: list[str], request: BuildRequest, log: IO[str], timeout_s: float) -> None:
     """BuildKit through the docker CLI, its output straight into build.log; killed on timeout or interrupt."""
-    with tempfile.TemporaryDirectory(prefix="agentcompass-build-") as scratch:
-        path, rewritten = prepared_dockerfile(request.context / request.dockerfile, engine_major(api), Path(scratch))
-        if rewritten:
-            log.write("heredocs rewritten into shell commands: this engine's Dockerfile frontend predates them\n")
-        start = log.tell()
-        code, why = run_build(cli, request.context, path, request.args, request.tag, log, timeout_s)
-    log.seek(start)
-    text = log.read()  # what the build wrote, to name its error
+    major = engine_major(api)
+    code, why, text = build_once(cli, request, log, timeout_s, major, builtin_frontend=False)
+    if code not in (0, None) and FRONTEND_UNREACHABLE.search(text):
+        # The `# syntax=` frontend is an image from a registry this machine cannot reach (offline builds):
+        # the engine's own frontend reads the Dockerfile instead (heredocs rewritten where it predates them).
+        log.write("the Dockerfile's `# syntax=` frontend cannot be fetched: building again with the engine's "
+                  "built-in Dockerfile frontend\n")
+        code, why, text = build_once(cli, request, log, timeout_s, major, builtin_frontend=True)
     if code == 0:
         return
     if why == "interrupted":
         raise InfraError(f"task '{request.task}': docker build interrupted")
     reason = why or (last_error_line(text) or f"docker build exited {code}")
     raise InfraError(f"task '{request.task}': docker build of its environment failed: {one_line(reason)[:300]}; see build.log")
+
+
+# BuildKit's words when the frontend image a `# syntax=` line names cannot be pulled.
+FRONTEND_UNREACHABLE = re.compile(r"(resolve image config for|failed to solve with frontend dockerfile\.v0|"
+                                  r"docker/dockerfile).*(no such host|dial tcp|i/o timeout|connection refused|"
+                                  r"server misbehaving|failed to do request|network is unreachable)", re.IGNORECASE)
+
+
+def build_once(cli: list[str], request: BuildRequest, log: IO[str], timeout_s: float, major: int | None,
+               builtin_frontend: bool) -> tuple[int | None, str, str]:
+    """One build: (exit code or None, why it stopped, what it wrote)."""
+    with tempfile.TemporaryDirectory(prefix="agentcompass-build-") as scratch:
+        path, rewritten = prepared_dockerfile(request.context / request.dockerfile, major, Path(scratch),
+                                              builtin_frontend=builtin_frontend)
+        if rewritten:
+            log.write("heredocs rewritten into shell commands: this engine's Dockerfile frontend predates them\n")
+        start = log.tell()
+        code, why = run_build(cli, request.context, path, request.args, request.tag, log, timeout_s)
+    log.seek(start)
+    return code, why, log.read()
 
 
 def build_legacy(api: Any, request: BuildRequest, log: IO[str], timeout_s: float) -> None:

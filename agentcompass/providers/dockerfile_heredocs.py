@@ -16,19 +16,28 @@ HEREDOC = re.compile(r"<<(-?)(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
 HEREDOC_ENGINE_MAJOR = 23  # the first engine whose built-in Dockerfile frontend reads heredocs
 
 
-def prepared_dockerfile(original: Path, engine_major: int | None, workdir: Path) -> tuple[Path, bool]:
-    """The Dockerfile to build: the original, or a heredoc-free rewrite in `workdir` for an old engine."""
-    if engine_major is not None and engine_major >= HEREDOC_ENGINE_MAJOR:
-        return original, False
+SYNTAX_LINE = re.compile(r"\A(\s*#\s*syntax\s*=[^\n]*\n?)")
+
+
+def prepared_dockerfile(original: Path, engine_major: int | None, workdir: Path,
+                        builtin_frontend: bool = False) -> tuple[Path, bool]:
+    """The Dockerfile to build: the original, or a heredoc-free rewrite in `workdir` for an old engine.
+    `builtin_frontend`: without its `# syntax=` line (the frontend it names could not be fetched), so the
+    engine's own frontend builds it."""
     text = original.read_text(encoding="utf-8", errors="replace")
-    if re.match(r"\s*#\s*syntax\s*=", text):
+    if builtin_frontend:
+        text = SYNTAX_LINE.sub("", text)
+    elif engine_major is not None and engine_major >= HEREDOC_ENGINE_MAJOR:
+        return original, False
+    elif SYNTAX_LINE.match(text):
         return original, False  # the Dockerfile names its own frontend
-    rewritten = rewrite_heredocs(text)
-    if rewritten is None:
+    old_engine = engine_major is None or engine_major < HEREDOC_ENGINE_MAJOR
+    rewritten = rewrite_heredocs(text) if old_engine else None
+    if rewritten is None and not builtin_frontend:
         return original, False
     path = workdir / "Dockerfile"
-    path.write_text(rewritten, encoding="utf-8")
-    return path, True
+    path.write_text(rewritten if rewritten is not None else text, encoding="utf-8")
+    return path, rewritten is not None
 
 
 

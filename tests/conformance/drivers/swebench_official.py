@@ -3,6 +3,7 @@
 stdin: {"command": ..., ...} as JSON; stdout: one JSON document. Commands:
   versions                  {repo: [versions]} of the harness's own test specifications (4.x only)
   grade {cases}             per case: the eval script make_test_spec builds and get_eval_report's report
+  run_report {...}          make_run_report's report over a run_evaluation log layout
   read_predictions {paths}  per file: get_predictions_from_file's predictions, or the error it raised
 """
 
@@ -54,20 +55,45 @@ def read_predictions(paths: list[str]) -> list[dict]:
     return out
 
 
+def run_report(request: dict) -> dict:
+    """make_run_report over run_evaluation's log layout (report.json and test_output.txt per instance),
+    with a Docker client as the CLI passes one."""
+    import os
+
+    import docker
+    from swebench.harness import reporting
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)
+        for instance_id, files in request["logs"].items():
+            model = request["predictions"][instance_id]["model_name_or_path"].replace("/", "__")
+            folder = Path(tmp) / "logs" / "run_evaluation" / request["run_id"] / model / instance_id
+            folder.mkdir(parents=True)
+            for name, text in files.items():
+                (folder / name).write_text(text)
+        path = reporting.make_run_report(request["predictions"], request["dataset"], request["run_id"],
+                                         docker.from_env())
+        return json.loads(Path(path).read_text())
+
+
 def main() -> None:
     request = json.load(sys.stdin)
     command = request["command"]
+    out = sys.stdout
+    sys.stdout = sys.stderr  # what swebench prints is not the answer
     if command == "versions":
         from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
 
         result = {repo: sorted(specs) for repo, specs in MAP_REPO_VERSION_TO_SPECS.items()}
     elif command == "grade":
         result = grade(request["cases"])
+    elif command == "run_report":
+        result = run_report(request)
     elif command == "read_predictions":
         result = read_predictions(request["paths"])
     else:
         raise SystemExit(f"unknown command {command}")
-    json.dump(result, sys.stdout)
+    json.dump(result, out)
 
 
 if __name__ == "__main__":
