@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
@@ -48,9 +48,13 @@ class Recipe(Strict):
 
 
 class Pricing(Strict):
+    # How the report bills the model: by the hour of its own endpoint (split by concurrency) or per
+    # token. Unset: self_hosted when hourly_usd is given, else per_token (never guessed from base_url).
+    billing: Literal["self_hosted", "per_token"] | None = None
     input_per_mtok: float | None = None
     output_per_mtok: float | None = None
-    cached_per_mtok: float | None = None
+    cached_per_mtok: float | None = None  # cache reads (default: the input price)
+    cache_write_per_mtok: float | None = None  # cache writes (default: the input price)
     hourly_usd: float | None = None  # self-hosted endpoints are priced by the hour
     modal_app: str | None = None  # `agentcompass report --bill modal`: the endpoint's Modal app
     modal_tags: dict[str, str] = Field(default_factory=dict)  # ... or the tags its billing rows carry

@@ -1,5 +1,6 @@
 """Read what a report needs from results directories, and nothing else: run.json,
-trials.jsonl and each trial's model_calls.jsonl. The runner is never imported."""
+trials.jsonl and each trial's model_calls.jsonl, with those of its failed tries (try-<n>/) and of
+attempts interrupted before they were recorded. The runner is never imported."""
 
 from __future__ import annotations
 
@@ -15,20 +16,57 @@ from agentcompass.results import TrialResult, read_jsonl, read_trials
 
 
 @dataclass
+class Try:
+    """The model calls of a try that did not give its attempt the result: one that met an infra
+    error and was retried (try-<n>/), or an attempt interrupted before it was recorded."""
+
+    label: str  # try-<n> | interrupted
+    calls: list[dict[str, Any]]
+
+    def intervals(self) -> list[tuple[float, float]]:
+        return spans(self.calls)
+
+
+@dataclass
 class Trial:
     setup: str
     result: TrialResult
-    calls: list[dict[str, Any]] | None  # model_calls.jsonl, None when the trial has none
+    calls: list[dict[str, Any]] | None  # model_calls.jsonl of the try that gave the result, None when absent
+    tries: list[Try] = field(default_factory=list)  # the failed tries before it, in order
 
     @property
     def key(self) -> tuple[str, str, int]:
         return self.setup, self.result.task_id, self.result.attempt
 
     def intervals(self) -> list[tuple[float, float]] | None:
-        """When this trial was generating; None when unknown (model time without call records)."""
+        """When the try that gave the result was generating; None when unknown (model time without call records)."""
         if self.calls is None:
-            return [] if self.result.usage.generation_s == 0 else None
-        return [(float(c["start"]), float(c["end"])) for c in self.calls]
+            tried = sum(float(c.get("duration_s") or 0) for t in self.tries for c in t.calls)
+            return [] if self.result.usage.generation_s - tried <= 0 else None
+        return spans(self.calls)
+
+    def all_calls(self) -> list[dict[str, Any]] | None:
+        """Every call of the attempt, failed tries first; None when the last try's are unknown."""
+        return None if self.calls is None else [c for t in self.tries for c in t.calls] + self.calls
+
+
+def spans(calls: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    return [(float(c["start"]), float(c["end"])) for c in calls]
+
+
+@dataclass
+class Unrecorded:
+    """An attempt directory with model calls and no line in trials.jsonl: interrupted (a rerun runs it
+    again). Its endpoint time was spent all the same, so the report prices it with the retries."""
+
+    setup: str
+    task_id: str
+    attempt: int
+    tries: list[Try]
+
+    @property
+    def key(self) -> tuple[str, str, int, str]:
+        return self.setup, self.task_id, self.attempt, "interrupted"
 
 
 @dataclass
@@ -39,6 +77,8 @@ class Setup:
     model: dict[str, Any]
     k: int
     trials: list[Trial] = field(default_factory=list)
+    unrecorded: list[Unrecorded] = field(default_factory=list)
+    billed_by_endpoint: bool = False  # named by `report --hourly-usd/--bill ENDPOINT=...`: self-hosted whatever the preset
 
     @property
     def hourly_usd(self) -> float | None:
@@ -46,10 +86,18 @@ class Setup:
 
     @property
     def self_hosted(self) -> bool:
-        """Billed by the hour: the preset says so, or an own endpoint with no per-token prices."""
+        """Billed by the hour of its own endpoint: `pricing.billing: self_hosted`, or (unset) an hourly
+        rate in the preset. Never guessed from a base_url: a hosted model behind a proxy is per token."""
+        if self.billed_by_endpoint:
+            return True
         pricing = self.model.get("pricing") or {}
-        per_token = pricing.get("input_per_mtok") is not None or pricing.get("output_per_mtok") is not None
-        return pricing.get("hourly_usd") is not None or (bool(self.model.get("base_url")) and not per_token)
+        billing = pricing.get("billing")
+        return billing == "self_hosted" if billing is not None else pricing.get("hourly_usd") is not None
+
+    @property
+    def endpoint(self) -> str:
+        """The bill group: one endpoint is one base URL serving one model, whatever the tiers."""
+        return f"{self.model.get('name')}@{self.model.get('base_url') or ''}"
 
 
 def run_dirs(paths: list[Path]) -> list[Path]:
@@ -90,6 +138,24 @@ def load_setup(directory: Path, name: str) -> Setup:
     for (task_id, attempt), result in sorted(results.items()):
         if attempt > setup.k:
             continue
-        calls_path = directory / "tasks" / task_id / f"attempt-{attempt}" / CALLS_FILE
-        setup.trials.append(Trial(name, result, read_jsonl(calls_path) if calls_path.is_file() else None))
+        attempt_dir = directory / "tasks" / task_id / f"attempt-{attempt}"
+        setup.trials.append(Trial(name, result, calls_in(attempt_dir), failed_tries(attempt_dir)))
+    for attempt_dir in sorted(directory.glob("tasks/*/attempt-*")):
+        task_id, number = attempt_dir.parent.name, attempt_dir.name.removeprefix("attempt-")
+        if not number.isdigit() or int(number) > setup.k or (task_id, int(number)) in results:
+            continue
+        tries = failed_tries(attempt_dir) + [Try("interrupted", calls_in(attempt_dir) or [])]
+        if any(t.calls for t in tries):
+            setup.unrecorded.append(Unrecorded(name, task_id, int(number), tries))
     return setup
+
+
+def calls_in(directory: Path) -> list[dict[str, Any]] | None:
+    path = directory / CALLS_FILE
+    return read_jsonl(path) if path.is_file() else None
+
+
+def failed_tries(attempt_dir: Path) -> list[Try]:
+    """The calls of each try-<n>/ the scheduler kept, in try order."""
+    numbered = [(int(p.name.removeprefix("try-")), p) for p in attempt_dir.glob("try-*") if p.name[4:].isdigit()]
+    return [Try(path.name, calls_in(path) or []) for _, path in sorted(numbered)]

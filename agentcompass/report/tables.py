@@ -15,12 +15,16 @@ SETUP_COLUMNS = [
     "errors", "pass_at_1", "pass_at_k", "solved_tasks", "solved_rate", "total_cost_usd", "cost_per_solved_usd",
     "cost_per_passing_attempt_usd", "avg_cost_per_attempt_usd", "cost_basis", "tokens_in", "tokens_out",
     "tokens_cached", "steps", "orchestration_s", "session_s", "generation_s",
+    # added by issue 32 (after the others, so readers by name and by position both keep working):
+    "retry_cost_usd", "interrupted_attempts", "reported_cost_usd", "cost_difference_pct",
 ]
 TRIAL_COLUMNS = [
     "setup", "task_id", "attempt", "status", "error_category", "reward", "cost_usd", "sole_cost_usd", "cost_basis",
     "steps", "tokens_in", "tokens_out", "tokens_cached", "orchestration_s", "session_s", "generation_s",
     "started_at", "finished_at",
+    "retries", "retry_cost_usd", "reported_cost_usd", "cost_difference_pct",
 ]
+DIFFERENCE_SHOWN = Decimal("0.01")  # the harness's own cost is set beside ours when they differ by more
 
 
 def money(value: Decimal | None) -> str | None:
@@ -30,6 +34,21 @@ def money(value: Decimal | None) -> str | None:
 
 def ratio(total: Decimal | None, count: int) -> str | None:
     return None if total is None or count == 0 else money(total / count)
+
+
+def total_of(values: list[Decimal | None]) -> Decimal | None:
+    """The sum, or None (unknown) as soon as one part is unknown."""
+    return None if any(v is None for v in values) else sum((v for v in values if v is not None), Decimal(0))
+
+
+def difference_pct(ours: Decimal | None, reported: Decimal | None) -> float | None:
+    """How far the harness's own figure is from tokens x prices, in percent, when more than 1 %."""
+    if ours is None or reported is None or (ours == 0 and reported == 0):
+        return None
+    if ours == 0:
+        return None  # nothing to compare against; --verify names it
+    gap = (reported - ours) / ours
+    return round(float(gap) * 100, 2) if abs(gap) > DIFFERENCE_SHOWN else None
 
 
 def times(trial: Trial) -> dict[str, float]:
@@ -50,6 +69,8 @@ def trial_rows(setups: list[Setup], costs: Costs) -> list[dict[str, Any]]:
                 "sole_cost_usd": money(cost.sole_usd), "cost_basis": cost.basis, "steps": r.usage.model_calls,
                 "tokens_in": r.usage.tokens_in, "tokens_out": r.usage.tokens_out, "tokens_cached": r.usage.tokens_cached,
                 **times(trial), "started_at": r.started_at, "finished_at": r.finished_at,
+                "retries": r.retries, "retry_cost_usd": money(cost.retry_usd), "reported_cost_usd": money(cost.reported_usd),
+                "cost_difference_pct": difference_pct(cost.cost_usd, cost.reported_usd),
             })
     return rows
 
@@ -60,9 +81,11 @@ def setup_rows(setups: list[Setup], costs: Costs) -> list[dict[str, Any]]:
         results = [t.result for t in setup.trials]
         tasks = sorted({r.task_id for r in results})
         summary = summarize(results, tasks, setup.k)
-        trial_costs = [costs.trials[t.key] for t in setup.trials]
-        known = all(c.cost_usd is not None for c in trial_costs)
-        total = sum((c.cost_usd for c in trial_costs if c.cost_usd is not None), Decimal(0)) if known else None
+        interrupted = costs.unrecorded.get(setup.name)
+        trial_costs = [costs.trials[t.key] for t in setup.trials] + ([interrupted] if setup.unrecorded and interrupted else [])
+        total = total_of([c.cost_usd for c in trial_costs])
+        reported = [c.reported_usd for c in trial_costs if c.basis.startswith("per-token")]
+        ours = total_of([c.cost_usd for c in trial_costs if c.basis.startswith("per-token")])
         bases = sorted({c.basis for c in trial_costs})
         rows.append({
             "setup": setup.name, "benchmark": setup.labels.get("benchmark"), "harness": setup.labels.get("harness"),
@@ -77,6 +100,10 @@ def setup_rows(setups: list[Setup], costs: Costs) -> list[dict[str, Any]]:
             **{f: summary[f] for f in ("tokens_in", "tokens_out", "tokens_cached")},
             "steps": summary["model_calls"],
             **{f: round(sum(times(t)[f] for t in setup.trials), 4) for f in ("orchestration_s", "session_s", "generation_s")},
+            "retry_cost_usd": money(total_of([c.retry_usd for c in trial_costs])),
+            "interrupted_attempts": len(setup.unrecorded),
+            "reported_cost_usd": money(total_of(reported)) if reported else None,
+            "cost_difference_pct": difference_pct(ours, total_of(reported)) if reported else None,
         })
     return rows
 
