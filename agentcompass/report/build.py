@@ -82,7 +82,7 @@ def group_billing(group: Group, costs: Costs) -> dict[str, Any]:
     intervals = [{"start": iso(c.bucket.start), "end": iso(c.bucket.end), "cost_usd": str(c.bucket.cost),
                   "covered_s": round(c.covered_s, 6), "billed_usd": money(c.billed),
                   "generation_s": round(row["generation_union_s"], 6), "trials": row["trials"],
-                  "attributed_usd": money(attributed)}
+                  "attributed_usd": money(attributed), "unattributed_usd": money(c.billed - attributed)}
                  for c, row, attributed in zip(covered, split.buckets, split.attributed)]
     bill = sum((c.bucket.cost for c in covered), Decimal(0))
     uncovered = sorted({key[0] for key, seconds in split.uncovered.items() if seconds > 0})

@@ -130,9 +130,15 @@ def calls_outside(name: str, calls: list[dict[str, Any]], started: float, finish
 def check_costs(report: dict[str, Any]) -> list[str]:
     """A hosted trial's cost as its harness wrote it against tokens x the model's prices: more than
     1 % apart, one of them is wrong (a stale price, cache writes not counted)."""
-    return [f"per_trial: {row['setup']}/{row['task_id']}/{row['attempt']}: trials.jsonl says ${row['reported_cost_usd']}, "
-            f"tokens x prices give ${row['cost_usd']} ({row['cost_difference_pct']:+} %)"
-            for row in report["trials"] if row.get("cost_difference_pct") is not None]
+    out = []
+    for row in report["trials"]:
+        name = f"per_trial: {row['setup']}/{row['task_id']}/{row['attempt']}"
+        if row.get("cost_difference_pct") is not None:
+            out.append(f"{name}: trials.jsonl says ${row['reported_cost_usd']}, tokens x prices give ${row['cost_usd']} "
+                       f"({row['cost_difference_pct']:+} %)")
+        elif row["cost_usd"] is not None and Decimal(row["cost_usd"]) == 0 and Decimal(row.get("reported_cost_usd") or 0) > 0:
+            out.append(f"{name}: trials.jsonl says ${row['reported_cost_usd']} for calls whose tokens cost nothing")
+    return out
 
 
 def check_bill(report: dict[str, Any]) -> list[str]:
