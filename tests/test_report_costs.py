@@ -101,7 +101,7 @@ def test_retried_and_interrupted_tries_are_priced_and_verify_agrees(cli, tmp_pat
     record["usage"] |= {"model_calls": 2, "tokens_in": 200, "tokens_out": 20, "generation_s": 10.0}
     directory = write_setup(run, "demo__mini__glm__local", GLM, 1, [record])
     lines = [json.loads(line) for line in (directory / "trials.jsonl").read_text().splitlines()]
-    lines[0] |= {"started_at": iso(T0 - 1), "finished_at": iso(T0 + 16)}  # the attempt spans both tries
+    lines[0] |= {"started_at": iso(T0 + 9), "finished_at": iso(T0 + 16)}  # as the scheduler writes it: the last try's start
     (directory / "trials.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     write_calls(directory / "tasks" / "t1" / "attempt-1" / "try-1", [(T0, T0 + 6)])
     write_calls(directory / "tasks" / "t2" / "attempt-1", [(T0 + 20, T0 + 23)])
@@ -183,3 +183,27 @@ def test_verify_fails_on_model_calls_outside_their_trials_window(cli, tmp_path):
     proc = cli("report", str(run), "--verify")
     assert proc.returncode == 1
     assert "demo__mini__glm__local/t2/attempt-1: 1 model call(s) outside the trial's window" in proc.stderr
+
+
+def test_a_real_run_whose_first_try_met_503s_is_priced_whole_and_verifies(tmp_path):
+    # mini-swe-agent against the scripted endpoint: the first try's model calls get 503s until the
+    # try fails as infra (kept in try-1/), the second try solves the task. Every call took endpoint
+    # time: at $36/h ($0.01/s) the attempt costs 0.01 x every call's seconds, try-1's being the retry.
+    from conftest import run_cli
+    from fake_llm_server import FakeLLM
+    from test_mini_swe_agent import FIX_COMMANDS, run_demo
+
+    run_demo(FakeLLM(FIX_COMMANDS, failures=[503] * 6), tmp_path, "glm-5.2", "--max-retries", "3",
+             "-m", "run.retry_backoff_s=0")
+    run = tmp_path / "results" / "test"
+    attempt = next(run.glob("*/tasks/fix-median-bug/attempt-1"))
+    seconds = {part: sum(json.loads(line)["duration_s"] for line in (attempt / part / "model_calls.jsonl").read_text().splitlines())
+               for part in ("try-1", ".")}
+    assert seconds["try-1"] > 0
+    proc = run_cli("report", str(run), "--hourly-usd", "36", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [row] = csv.DictReader((run / "report" / "per_trial.csv").open())
+    assert abs(float(row["cost_usd"]) - 0.01 * (seconds["try-1"] + seconds["."])) <= 2e-6
+    assert abs(float(row["retry_cost_usd"]) - 0.01 * seconds["try-1"]) <= 2e-6
+    verified = run_cli("report", str(run), "--verify", cwd=tmp_path)
+    assert verified.returncode == 0, verified.stderr

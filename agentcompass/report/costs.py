@@ -125,7 +125,10 @@ def owners(trial: Trial) -> dict[Hashable, list[Interval] | None]:
 
 
 def jobs_window(trial: Trial) -> Interval:
-    return seconds(trial.result.started_at), seconds(trial.result.finished_at)
+    """From the attempt's first try to its finish: `started_at` is the last try's start, so a
+    failed try's own calls (before it) stretch the window back."""
+    started = min([seconds(trial.result.started_at)] + [s for t in trial.tries for s, _ in t.intervals()])
+    return started, seconds(trial.result.finished_at)
 
 
 def tries_window(tries: list[Try]) -> list[Interval]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentcompass.report.bill import seconds
 from agentcompass.report.build import Pricing, build, file_texts, iso
-from agentcompass.report.load import Setup
+from agentcompass.report.load import Setup, Trial
 
 CSV_KEYS = {"summary.csv": ("setup",), "per_trial.csv": ("setup", "task_id", "attempt"), "task_difficulty.csv": ("task_id",)}
 SUMMARY_FIELDS = ("passed", "failed", "errors", "pass_at_1", "pass_at_k", "tokens_in", "tokens_out", "tokens_cached")
@@ -113,18 +113,26 @@ def check_trials(setups: list[Setup]) -> list[str]:
             waited = sum(float(c.get("duration_s") or 0) for c in calls)
             if abs(waited - r.usage.generation_s) > TIME_SLACK_S:
                 out.append(f"{name}: generation_s is {r.usage.generation_s} in trials.jsonl, {waited:.6f} in model_calls.jsonl")
-            out += calls_outside(name, calls, seconds(r.started_at), seconds(r.finished_at))
+            out += calls_outside(name, trial, seconds(r.started_at), seconds(r.finished_at))
     return out
 
 
-def calls_outside(name: str, calls: list[dict[str, Any]], started: float, finished: float) -> list[str]:
-    """A call recorded outside its trial's window would be priced against other trials' time."""
-    stray = [c for c in calls if float(c["start"]) < started - TIME_SLACK_S or float(c["end"]) > finished + TIME_SLACK_S]
-    if not stray:
-        return []
-    worst = max(max(started - float(c["start"]), float(c["end"]) - finished) for c in stray)
-    return [f"{name}: {len(stray)} model call(s) outside the trial's window {iso(started)} to {iso(finished)} "
-            f"(up to {worst:.3f} s)"]
+def calls_outside(name: str, trial: Trial, started: float, finished: float) -> list[str]:
+    """A call recorded outside its trial's window would be priced against other trials' time. The
+    window (started_at to finished_at) is the last try's; each failed try ran before the next one."""
+    out = []
+    later = started
+    for label, calls in reversed([(t.label, t.calls) for t in trial.tries]):
+        stray = [c for c in calls if float(c["end"]) > later + TIME_SLACK_S]
+        if stray:
+            out.append(f"{name}: {len(stray)} model call(s) of {label} end after the next try began ({iso(later)})")
+        later = min([later] + [float(c["start"]) for c in calls])
+    stray = [c for c in trial.calls or [] if float(c["start"]) < started - TIME_SLACK_S or float(c["end"]) > finished + TIME_SLACK_S]
+    if stray:
+        worst = max(max(started - float(c["start"]), float(c["end"]) - finished) for c in stray)
+        out.append(f"{name}: {len(stray)} model call(s) outside the trial's window {iso(started)} to {iso(finished)} "
+                   f"(up to {worst:.3f} s)")
+    return out
 
 
 def check_costs(report: dict[str, Any]) -> list[str]:
