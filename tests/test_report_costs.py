@@ -207,3 +207,22 @@ def test_a_real_run_whose_first_try_met_503s_is_priced_whole_and_verifies(tmp_pa
     assert abs(float(row["retry_cost_usd"]) - 0.01 * seconds["try-1"]) <= 2e-6
     verified = run_cli("report", str(run), "--verify", cwd=tmp_path)
     assert verified.returncode == 0, verified.stderr
+
+
+def test_a_base_url_alone_is_not_self_hosted_but_naming_its_endpoint_bills_it_by_the_hour(cli, tmp_path):
+    # An unpriced model on its own base_url, with no pricing.billing: per token, and no price -> unknown
+    # (it used to be guessed self-hosted and take a share of the GPU bill). Naming its endpoint in
+    # --hourly-usd says it is self-hosted: [0,10] alone at $36/h is $0.10.
+    run = tmp_path / "run"
+    write_setup(run, "demo__mini__mystery__local", {"name": "openai/mystery", "base_url": "http://127.0.0.3:9/v1"}, 1,
+                [trial("t1", 1, "passed", [(T0, T0 + 10)], cost_known=False)])
+    assert cli("report", str(run)).returncode == 0
+    [row] = csv.DictReader((run / "report" / "per_trial.csv").open())
+    assert (row["cost_usd"], row["cost_basis"]) == ("", "unknown: no price for the model")
+    bare = cli("report", str(run), "--hourly-usd", "36")
+    one_line_exit_2(bare)
+    assert "no self-hosted setup among the results" in bare.stderr
+    assert cli("report", str(run), "--hourly-usd", "openai/mystery=36").returncode == 0
+    [row] = csv.DictReader((run / "report" / "per_trial.csv").open())
+    assert (row["cost_usd"], row["cost_basis"]) == ("0.100000", "hourly split")
+    assert cli("report", str(run), "--verify").returncode == 0
