@@ -226,3 +226,40 @@ def test_a_base_url_alone_is_not_self_hosted_but_naming_its_endpoint_bills_it_by
     [row] = csv.DictReader((run / "report" / "per_trial.csv").open())
     assert (row["cost_usd"], row["cost_basis"]) == ("0.100000", "hourly split")
     assert cli("report", str(run), "--verify").returncode == 0
+
+
+def test_an_attempt_interrupted_before_it_was_recorded_is_priced(tmp_path):
+    # Ctrl-C while mini-swe-agent's first trial is mid-way: no line in trials.jsonl (a rerun runs the
+    # attempt again), but its calls took endpoint time. glm-5.2's preset rate, $50.7/h, over their seconds.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import run_cli
+    from fake_llm_server import FakeLLM, FakeLLMServer
+    from test_mini_swe_agent import FIX_COMMANDS, ONLY_TASK, isolated_env
+
+    results = tmp_path / "results"
+    with FakeLLMServer(FakeLLM(FIX_COMMANDS, delay_s=1.0)) as server:
+        run = subprocess.Popen([sys.executable, "-m", "agentcompass", "run", "demo", "mini_swe_agent", "glm-5.2",
+                                "--model-base-url", server.base_url, "--benchmark-params", ONLY_TASK,
+                                "--results-dir", str(results), "--run-name", "cut"],
+                               cwd=tmp_path, env=os.environ | isolated_env(tmp_path), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not any(p.read_text().strip() for p in results.glob("cut/*/tasks/*/attempt-1/model_calls.jsonl")):
+            assert run.poll() is None and time.monotonic() < deadline, "the run ended before its first model call"
+            time.sleep(0.1)
+        run.send_signal(signal.SIGINT)
+        assert run.wait(timeout=60) == 130, run.stderr.read()
+    [calls] = results.glob("cut/*/tasks/*/attempt-1/model_calls.jsonl")
+    seconds = sum(json.loads(line)["duration_s"] for line in calls.read_text().splitlines())
+    proc = run_cli("report", str(results / "cut"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [row] = csv.DictReader((results / "cut" / "report" / "summary.csv").open())
+    assert row["interrupted_attempts"] == "1"
+    assert abs(float(row["total_cost_usd"]) - 50.7 * seconds / 3600) <= 2e-6
+    assert row["retry_cost_usd"] == row["total_cost_usd"]
+    assert run_cli("report", str(results / "cut"), "--verify", cwd=tmp_path).returncode == 0

@@ -109,7 +109,8 @@ def run_dirs(paths: list[Path]) -> list[Path]:
             raise UserError(f"{path} is not a directory; pass a run directory, a run name directory or a results root")
         here = [path] if (path / "run.json").is_file() else sorted(
             p.parent for pattern in ("*/run.json", "*/*/run.json") for p in path.glob(pattern))
-        here = [p for p in here if (p / "trials.jsonl").is_file()]
+        # trials.jsonl, or (a run interrupted before its first record) attempt directories to price
+        here = [p for p in here if (p / "trials.jsonl").is_file() or (p / "tasks").is_dir()]
         if not here:
             raise UserError(f"{path} holds no results (no run.json with trials.jsonl below it); "
                             "pass a run directory, a run name directory or a results root")
