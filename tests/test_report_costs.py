@@ -263,3 +263,14 @@ def test_an_attempt_interrupted_before_it_was_recorded_is_priced(tmp_path):
     assert abs(float(row["total_cost_usd"]) - 50.7 * seconds / 3600) <= 2e-6
     assert row["retry_cost_usd"] == row["total_cost_usd"]
     assert run_cli("report", str(results / "cut"), "--verify", cwd=tmp_path).returncode == 0
+
+
+def test_a_trial_time_without_an_offset_is_refused(cli, tmp_path):
+    run = glm_run(tmp_path / "run")
+    path = run / "demo__mini__glm__local" / "trials.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[1]["started_at"] = lines[1]["started_at"].removesuffix("+00:00")
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    proc = cli("report", str(run), "--hourly-usd", "36")
+    one_line_exit_2(proc)
+    assert "t2 attempt 1: started_at" in proc.stderr and "has no UTC offset" in proc.stderr

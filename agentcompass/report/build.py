@@ -71,7 +71,8 @@ def billing(costs: Costs) -> dict[str, Any] | None:
     groups = [group_billing(g, costs) for g in costs.groups if g.pricing is not None and g.pricing.bill is not None]
     if not groups:
         return None
-    total = {f: money(sum((Decimal(g[f]) for g in groups), Decimal(0))) for f in ("billed_usd", "split_usd", "unattributed_usd")}
+    total = {f: money(sum((Decimal(g[f]) for g in groups), Decimal(0)))
+             for f in ("bill_usd", "outside_window_usd", "billed_usd", "split_usd", "unattributed_usd")}
     return {"source": ", ".join(str(g["source"]) for g in groups), **total,
             "uncovered_s": round(sum(g["uncovered_s"] for g in groups), 6), "groups": groups}
 

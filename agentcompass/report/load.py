@@ -12,6 +12,7 @@ from typing import Any
 
 from agentcompass.calls import CALLS_FILE
 from agentcompass.errors import UserError
+from agentcompass.report.bill import seconds
 from agentcompass.results import TrialResult, read_jsonl, read_trials
 
 
@@ -139,6 +140,7 @@ def load_setup(directory: Path, name: str) -> Setup:
     for (task_id, attempt), result in sorted(results.items()):
         if attempt > setup.k:
             continue
+        check_times(directory, result)
         attempt_dir = directory / "tasks" / task_id / f"attempt-{attempt}"
         setup.trials.append(Trial(name, result, calls_in(attempt_dir), failed_tries(attempt_dir)))
     for attempt_dir in sorted(directory.glob("tasks/*/attempt-*")):
@@ -149,6 +151,16 @@ def load_setup(directory: Path, name: str) -> Setup:
         if any(t.calls for t in tries):
             setup.unrecorded.append(Unrecorded(name, task_id, int(number), tries))
     return setup
+
+
+def check_times(directory: Path, result: TrialResult) -> None:
+    """A trial's window places it on the bill: a time without its UTC offset is refused, not guessed."""
+    for name in ("started_at", "finished_at"):
+        try:
+            seconds(getattr(result, name))
+        except ValueError as exc:
+            raise UserError(f"{directory / 'trials.jsonl'}: {result.task_id} attempt {result.attempt}: {name} {exc}; "
+                            "agentcompass run writes UTC times with +00:00") from None
 
 
 def calls_in(directory: Path) -> list[dict[str, Any]] | None:
