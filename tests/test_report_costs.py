@@ -274,3 +274,14 @@ def test_a_trial_time_without_an_offset_is_refused(cli, tmp_path):
     proc = cli("report", str(run), "--hourly-usd", "36")
     one_line_exit_2(proc)
     assert "t2 attempt 1: started_at" in proc.stderr and "has no UTC offset" in proc.stderr
+
+
+def test_bill_intervals_that_overlap_are_refused(cli, tmp_path):
+    # A day row beside the hour rows of the same day would bill those hours twice.
+    run = glm_run(tmp_path / "run")
+    bill = tmp_path / "bill.json"
+    bill.write_text(json.dumps([{"interval_start": T0, "cost": "0.50"},
+                                {"interval_start": T0, "interval_end": T0 + 86400, "cost": "9.00"}]))
+    proc = cli("report", str(run), "--bill", str(bill))
+    one_line_exit_2(proc)
+    assert "overlap" in proc.stderr and not (run / "report").exists()

@@ -57,7 +57,11 @@ def buckets_of(rows: Iterable[dict[str, Any]], default_length_s: float = HOUR_S)
         if end <= start:
             raise ValueError(f"row {number}: interval_end is not after interval_start")
         totals[(start, end)] = totals.get((start, end), Decimal(0)) + Decimal(str(row["cost"]))
-    return [Bucket(start, end, cost) for (start, end), cost in sorted(totals.items())]
+    buckets = [Bucket(start, end, cost) for (start, end), cost in sorted(totals.items())]
+    for before, after in zip(buckets, buckets[1:]):
+        if after.start < before.end:  # the same time billed twice would be charged twice
+            raise ValueError(f"the intervals starting at {before.start:.0f} and {after.start:.0f} (epoch s) overlap")
+    return buckets
 
 
 def read_bill(path: Path) -> list[Bucket]:

@@ -86,12 +86,15 @@ def group_billing(group: Group, costs: Costs) -> dict[str, Any]:
                   "attributed_usd": money(attributed), "unattributed_usd": money(c.billed - attributed)}
                  for c, row, attributed in zip(covered, split.buckets, split.attributed)]
     bill = sum((c.bucket.cost for c in covered), Decimal(0))
+    covered_s = sum(c.covered_s for c in covered)
     uncovered = sorted({key[0] for key, seconds in split.uncovered.items() if seconds > 0})
     start, end, window_s = group.window or (None, None, 0.0)
     return {
         "endpoint": group.endpoint, "setups": group.setups, "source": pricing.source,
         "window_start": None if start is None else iso(start), "window_end": None if end is None else iso(end),
-        "window_s": round(window_s, 6),
+        "window_s": round(window_s, 6), "covered_s": round(covered_s, 6),
+        # what an hour of the window cost, as the benchmark's effective_hourly: billed / covered hours
+        "effective_hourly_usd": money(split.billed_usd * 3600 / Decimal(str(covered_s))) if covered_s else None,
         "bill_usd": money(bill), "billed_usd": money(split.billed_usd),
         "outside_window_usd": money(bill - split.billed_usd),
         "split_usd": money(split.billed_usd - split.unattributed_usd), "unattributed_usd": money(split.unattributed_usd),
