@@ -285,3 +285,16 @@ def test_bill_intervals_that_overlap_are_refused(cli, tmp_path):
     proc = cli("report", str(run), "--bill", str(bill))
     one_line_exit_2(proc)
     assert "overlap" in proc.stderr and not (run / "report").exists()
+
+
+def test_tiers_of_one_endpoint_with_different_preset_rates_need_the_rate_named(cli, tmp_path):
+    run = tmp_path / "run"
+    for tier, rate in (("none", 36), ("high", 72)):
+        write_setup(run, f"demo__mini__glm__local__{tier}", GLM | {"pricing": {"hourly_usd": rate}, "reasoning": tier}, 1,
+                    [trial("t1", 1, "passed", [(T0, T0 + 10)])])
+    proc = cli("report", str(run))
+    one_line_exit_2(proc)
+    assert "carry different pricing.hourly_usd (36, 72)" in proc.stderr
+    # Named: both tiers share [0,10] at $36/h ($0.10): $0.05 each.
+    assert cli("report", str(run), "--hourly-usd", "glm-5.2=36").returncode == 0
+    assert {r["cost_usd"] for r in per_trial(run / "report").values()} == {"0.050000"}

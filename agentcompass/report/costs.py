@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Hashable
 
+from agentcompass.errors import UserError
 from agentcompass.report.bill import seconds
 from agentcompass.report.coverage import Covered, cover, window
 from agentcompass.report.load import Setup, Trial, Try, Unrecorded
@@ -112,8 +113,12 @@ def assign(setups: list[Setup], pricing: dict[str, EndpointPricing] | None = Non
 
 
 def preset_pricing(members: list[Setup]) -> EndpointPricing | None:
-    """The presets' hourly rate for an endpoint; presets that disagree price it by the first setup's."""
-    rates = [s.hourly_usd for s in members if s.hourly_usd is not None]
+    """The presets' hourly rate for an endpoint: one endpoint has one rate, so presets must agree."""
+    rates = sorted({s.hourly_usd for s in members if s.hourly_usd is not None})
+    if len(rates) > 1:
+        endpoint = members[0].endpoint
+        raise UserError(f"the setups of {endpoint} carry different pricing.hourly_usd ({', '.join(map(str, rates))}); "
+                        f"one endpoint has one rate: pass --hourly-usd '{endpoint}=RATE' (or its --bill)")
     return EndpointPricing(hourly_usd=rates[0]) if rates else None
 
 
