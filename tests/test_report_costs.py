@@ -9,6 +9,8 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
+
 from test_report import T0, iso, rows, trial, write_setup
 
 GLM = {"name": "glm-5.2", "base_url": "http://127.0.0.1:9/v1", "pricing": {"billing": "self_hosted"}}
@@ -298,3 +300,22 @@ def test_tiers_of_one_endpoint_with_different_preset_rates_need_the_rate_named(c
     # Named: both tiers share [0,10] at $36/h ($0.10): $0.05 each.
     assert cli("report", str(run), "--hourly-usd", "glm-5.2=36").returncode == 0
     assert {r["cost_usd"] for r in per_trial(run / "report").values()} == {"0.050000"}
+
+
+def test_a_long_prompt_is_priced_at_its_tier_per_request():
+    # gemini-2.5-pro in litellm's map: $1.25/$10 per M in/out, $2.50/$15 for a prompt above 200k tokens.
+    # 100k in + 1k out: 0.125 + 0.010 = 0.135; 300k in + 1k out: 0.750 + 0.015 = 0.765. Summed first
+    # (400k in a trial's totals, sizes unknown) it is priced at base rates: 0.500 + 0.020 = 0.520.
+    from decimal import Decimal
+
+    import litellm
+
+    from agentcompass.report.prices import Tokens, of_calls, prices_of
+
+    prices = prices_of({"name": "gemini/gemini-2.5-pro"})
+    calls = [{"status": "ok", "tokens_in": n, "tokens_out": 1000, "tokens_cached": 0} for n in (100_000, 300_000)]
+    assert prices.cost(of_calls(calls)) == Decimal("0.900")
+    assert prices.cost([Tokens(400_000, 2000, per_request=False)]) == Decimal("0.520")
+    # litellm's own arithmetic for the long request agrees
+    assert sum(litellm.cost_per_token(model="gemini/gemini-2.5-pro", prompt_tokens=300_000, completion_tokens=1000)) == \
+        pytest.approx(0.765)

@@ -69,7 +69,9 @@ def hosted_cost(trial: Trial, prices: TokenPrices | None) -> TrialCost:
     if usage.model_calls == 0 and usage.cost_usd == 0 and not tried:
         return TrialCost(Decimal(0), None, "no model calls")
     calls = trial.all_calls()
-    tokens = (of_calls(calls) if calls is not None else None) or Tokens(usage.tokens_in, usage.tokens_out, usage.tokens_cached)
+    tokens = of_calls(calls) if calls is not None else None
+    if tokens is None:  # no call records (or a reply's counts unknown): the trial's totals, at base rates
+        tokens = [Tokens(usage.tokens_in, usage.tokens_out, usage.tokens_cached, per_request=False)]
     if prices is None:
         if reported is None:
             return TrialCost(None, None, "unknown: no price for the model", None)

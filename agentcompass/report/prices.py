@@ -5,6 +5,7 @@ litellm's bundled price map (read offline). What a harness or CLI wrote as its c
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -13,46 +14,55 @@ MTOK = Decimal(1_000_000)
 
 
 @dataclass(frozen=True)
-class TokenPrices:
+class Rates:
     """USD per token."""
 
     input: Decimal
     output: Decimal
     cache_read: Decimal
     cache_write: Decimal
-    source: str  # preset | litellm
 
-    def cost(self, tokens: "Tokens") -> Decimal:
-        fresh = tokens.tokens_in - tokens.cached - tokens.cache_write
-        return (fresh * self.input + tokens.cached * self.cache_read + tokens.cache_write * self.cache_write
-                + tokens.tokens_out * self.output)
+
+@dataclass(frozen=True)
+class TokenPrices:
+    base: Rates
+    source: str  # preset | litellm
+    tiers: tuple[tuple[int, Rates], ...] = ()  # (prompt tokens, rates of a request with more), highest first
+
+    def cost(self, requests: list["Tokens"]) -> Decimal:
+        """Each request at its own rates: a long prompt may be priced higher (litellm's `_above_200k_tokens`)."""
+        total = Decimal(0)
+        for tokens in requests:
+            rates = next((r for above, r in self.tiers if tokens.per_request and tokens.tokens_in > above), self.base)
+            fresh = tokens.tokens_in - tokens.cached - tokens.cache_write
+            total += (fresh * rates.input + tokens.cached * rates.cache_read + tokens.cache_write * rates.cache_write
+                      + tokens.tokens_out * rates.output)
+        return total
 
 
 @dataclass(frozen=True)
 class Tokens:
-    """tokens_in counts every prompt token: fresh input, cache reads (cached) and cache writes."""
+    """tokens_in counts every prompt token: fresh input, cache reads (cached) and cache writes.
+    `per_request` is False for a trial's totals, whose requests' sizes are unknown (base rates)."""
 
     tokens_in: int = 0
     tokens_out: int = 0
     cached: int = 0
     cache_write: int = 0
-
-    def __add__(self, other: "Tokens") -> "Tokens":
-        return Tokens(self.tokens_in + other.tokens_in, self.tokens_out + other.tokens_out,
-                      self.cached + other.cached, self.cache_write + other.cache_write)
+    per_request: bool = True
 
 
-def of_calls(calls: list[dict[str, Any]]) -> Tokens | None:
-    """The tokens of answered calls (model_calls.jsonl); None when a reply's counts are unknown."""
-    total = Tokens()
+def of_calls(calls: list[dict[str, Any]]) -> list[Tokens] | None:
+    """The tokens of each answered call (model_calls.jsonl); None when a reply's counts are unknown."""
+    out = []
     for call in calls:
         if call.get("status") != "ok":
             continue
         if call.get("tokens_in") is None or call.get("tokens_out") is None:
             return None
-        total = total + Tokens(int(call["tokens_in"]), int(call["tokens_out"]), int(call.get("tokens_cached") or 0),
-                               int(call.get("tokens_cache_write") or 0))
-    return total
+        out.append(Tokens(int(call["tokens_in"]), int(call["tokens_out"]), int(call.get("tokens_cached") or 0),
+                          int(call.get("tokens_cache_write") or 0)))
+    return out
 
 
 def usd(value: Any) -> Decimal:
@@ -62,10 +72,21 @@ def usd(value: Any) -> Decimal:
 def preset_prices(pricing: dict[str, Any]) -> TokenPrices | None:
     if pricing.get("input_per_mtok") is None and pricing.get("output_per_mtok") is None:
         return None
-    given = usd(pricing.get("input_per_mtok") or 0) / MTOK
-    read, write = pricing.get("cached_per_mtok"), pricing.get("cache_write_per_mtok")
-    return TokenPrices(given, usd(pricing.get("output_per_mtok") or 0) / MTOK,
-                       given if read is None else usd(read) / MTOK, given if write is None else usd(write) / MTOK, "preset")
+    per_token = {k: None if v is None else usd(v) / MTOK for k, v in pricing.items() if k.endswith("_per_mtok")}
+    return TokenPrices(rates(per_token.get("input_per_mtok"), per_token.get("output_per_mtok"),
+                             per_token.get("cached_per_mtok"), per_token.get("cache_write_per_mtok")), "preset")
+
+
+def rates(given: Decimal | None, output: Decimal | None, read: Decimal | None, write: Decimal | None,
+          fallback: Rates | None = None) -> Rates:
+    """Missing cache prices are the input price; a tier's missing prices are the base ones."""
+    given = given if given is not None else fallback.input if fallback else Decimal(0)
+    return Rates(given, output if output is not None else fallback.output if fallback else Decimal(0),
+                 read if read is not None else fallback.cache_read if fallback else given,
+                 write if write is not None else fallback.cache_write if fallback else given)
+
+
+TIER = re.compile(r"input_cost_per_token_above_(\d+)k_tokens")
 
 
 def litellm_prices(name: str) -> TokenPrices | None:
@@ -78,10 +99,19 @@ def litellm_prices(name: str) -> TokenPrices | None:
     for candidate in (name, name.split("/", 1)[-1]):
         entry = litellm.model_cost.get(candidate)
         if entry and entry.get("input_cost_per_token") is not None:
-            given = usd(entry["input_cost_per_token"])
-            read, write = entry.get("cache_read_input_token_cost"), entry.get("cache_creation_input_token_cost")
-            return TokenPrices(given, usd(entry.get("output_cost_per_token") or 0), given if read is None else usd(read),
-                               given if write is None else usd(write), "litellm")
+            def price(key: str) -> Decimal | None:
+                return None if entry.get(key) is None else usd(entry[key])
+
+            base = rates(price("input_cost_per_token"), price("output_cost_per_token"),
+                         price("cache_read_input_token_cost"), price("cache_creation_input_token_cost"))
+            tiers = []
+            for key in entry:
+                if (match := TIER.fullmatch(key)) and entry[key] is not None:
+                    above = f"_above_{match[1]}k_tokens"
+                    tiers.append((int(match[1]) * 1000, rates(
+                        price("input_cost_per_token" + above), price("output_cost_per_token" + above),
+                        price("cache_read_input_token_cost" + above), price("cache_creation_input_token_cost" + above), base)))
+            return TokenPrices(base, "litellm", tuple(sorted(tiers, reverse=True)))
     return None
 
 
