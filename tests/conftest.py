@@ -17,6 +17,9 @@ IN_CI = os.environ.get("CI") == "true"
 # The demo's Dockerfiles build FROM a public base by default; the tests build on the local offline one and
 # never pull (the CLI subprocesses inherit this).
 os.environ["AGENTCOMPASS_BASE_IMAGE"] = BASE_IMAGE
+# A test that imports litellm itself (mini-swe-agent's runner, the SDK type checks) reads its bundled price map,
+# as agentcompass does, instead of trying the network at import.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -12,7 +12,7 @@ import pytest
 from agentcompass.scoring import pass_at_k
 
 T0 = 1_800_000_000  # on an hour boundary (500000 h)
-ENDPOINT = {"name": "glm-5.2", "base_url": "http://127.0.0.1:9/v1", "pricing": None}
+ENDPOINT = {"name": "glm-5.2", "base_url": "http://127.0.0.1:9/v1", "pricing": {"billing": "self_hosted"}}
 
 
 def trial(task: str, attempt: int, status: str, calls: list[tuple[float, float]] = (), **usage) -> dict:
@@ -66,7 +66,9 @@ def sweep(tmp_path) -> Path:
     write_setup(run, "demo__mini__glm__local__high", {**ENDPOINT, "reasoning": "high"}, 1, [
         trial("t1", 1, "failed", [(T0, T0 + 10)]), trial("t2", 1, "passed", [(T0 + 30, T0 + 40)])])
     write_setup(run, "demo__mini__gpt__local", {"name": "openai/gpt-x", "pricing": {"input_per_mtok": 1.0}}, 1, [
-        trial("t1", 1, "passed", model_calls=1, cost_usd=0.02), trial("t2", 1, "passed", model_calls=3, cost_usd=0.03)])
+        # $1 per million input tokens: 20,000 tokens are $0.02, 30,000 are $0.03 (as the harness recorded).
+        trial("t1", 1, "passed", model_calls=1, cost_usd=0.02, tokens_in=20_000),
+        trial("t2", 1, "passed", model_calls=3, cost_usd=0.03, tokens_in=30_000)])
     write_setup(run, "demo__mini__mystery__local", {"name": "openai/mystery"}, 1, [
         trial("t1", 1, "failed", model_calls=2, cost_usd=0.0, cost_known=False),
         trial("t2", 1, "failed", model_calls=1, cost_usd=0.0, cost_known=False)])
@@ -118,7 +120,7 @@ def test_hourly_rate_split_by_concurrency_and_unknown_costs_stay_unknown(cli, sw
         "0.150000", "0.150000", "0.075000")
     assert (high["total_cost_usd"], high["cost_per_passing_attempt_usd"]) == ("0.150000", "0.150000")
     gpt = summary["demo__mini__gpt__local"]
-    assert (gpt["total_cost_usd"], gpt["cost_per_solved_usd"], gpt["cost_basis"]) == ("0.050000", "0.025000", "per-token")
+    assert (gpt["total_cost_usd"], gpt["cost_per_solved_usd"], gpt["cost_basis"]) == ("0.050000", "0.025000", "per-token (preset)")
     mystery = summary["demo__mini__mystery__local"]
     assert mystery["total_cost_usd"] == "" and mystery["cost_per_solved_usd"] == ""
     report = json.loads((out / "report.json").read_text())
@@ -133,10 +135,13 @@ def test_hourly_rate_split_by_concurrency_and_unknown_costs_stay_unknown(cli, sw
 
 
 def test_a_bill_is_split_by_concurrency_and_reconciles_to_the_cent(cli, sweep, tmp_path):
-    # Hour 1 costs $0.50 + $0.40 (two rows of the endpoint's app), hour 2 $0.25 with no generation.
-    # Hour 1: generation union [0,20] + [30,40] = 30 s -> $0.03/s. Seconds of share: [0,10] 5 s each of
-    # none-t1 and high-t1, [10,20] 10 s none-t1, [30,40] 10 s high-t2.
-    # none-t1 15 s x 0.03 = 0.45; high-t1 5 s = 0.15; high-t2 10 s = 0.30. Total 0.90 + unattributed 0.25 = 1.15.
+    # Hour 1 costs $0.50 + $0.40 (two rows of the endpoint's app), hour 2 $0.25 with no job in it.
+    # Only the part of each hour inside the jobs' window is billed to the run. Jobs (start-1 to
+    # start+generation+1): none-t1 [-1,21], none-t2 [-1,1], high-t1 [-1,11], high-t2 [29,41];
+    # union inside hour 1: [0,21] + [29,41] = 33 s -> billed 0.90 x 33/3600 = $0.00825; hour 2: 0 s, $0.
+    # Hour 1's generation union [0,20] + [30,40] = 30 s -> $0.000275/s. Seconds of share: [0,10] 5 s each
+    # of none-t1 and high-t1, [10,20] 10 s none-t1, [30,40] 10 s high-t2.
+    # none-t1 15 s = 0.004125; high-t1 5 s = 0.001375; high-t2 10 s = 0.00275. Outside the window: 1.15 - 0.00825.
     bill = tmp_path / "bill.csv"
     bill.write_text("Object ID,Description,Interval Start,Cost\n"
                     f"ap-1,glm-endpoint,{iso(T0)},0.50\nap-2,glm-endpoint,{iso(T0)},0.40\n"
@@ -146,9 +151,12 @@ def test_a_bill_is_split_by_concurrency_and_reconciles_to_the_cent(cli, sweep, t
     out = sweep / "report"
     costs = trial_costs(out / "per_trial.csv")
     assert (costs[("glm__local__none", "t1")], costs[("glm__local__high", "t1")], costs[("glm__local__high", "t2")]) == (
-        "0.450000", "0.150000", "0.300000")
+        "0.004125", "0.001375", "0.002750")
     billing = json.loads((out / "billing.json").read_text())
-    assert (billing["billed_usd"], billing["split_usd"], billing["unattributed_usd"]) == ("1.150000", "0.900000", "0.250000")
+    assert (billing["billed_usd"], billing["split_usd"], billing["unattributed_usd"]) == ("0.008250", "0.008250", "0.000000")
+    [group] = billing["groups"]
+    assert (group["bill_usd"], group["outside_window_usd"]) == ("1.150000", "1.141750")
+    assert [(i["covered_s"], i["billed_usd"]) for i in group["intervals"]] == [(33.0, "0.008250"), (0.0, "0.000000")]
     assert json.loads((out / "report.json").read_text())["pricing"]["estimate"] is False
     verified = cli("report", str(sweep), "--verify")
     assert verified.returncode == 0, verified.stderr

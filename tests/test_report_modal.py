@@ -42,15 +42,17 @@ def test_the_modal_bill_of_the_runs_window_is_split_and_verify_needs_no_second_c
         function, needs_self = real[call["call"]]
         kwargs = {k: datetime.fromisoformat(v) if k in ("start", "end") else v for k, v in call["kwargs"].items()}
         inspect.signature(function).bind(*((None,) if needs_self else ()), *call["args"], **kwargs)
-    # Hour 0 of the endpoint: $0.90 over 30 s of generation (hand-computed in test_report's bill test):
-    # none-t1 $0.45, high-t1 $0.15, high-t2 $0.30; hour -1's $0.10 had no generation: unattributed.
+    # Hour 0 of the endpoint: $0.90 x 33/3600 inside the jobs' window, over 30 s of generation
+    # (hand-computed in test_report's bill test): none-t1 $0.004125, high-t1 $0.001375, high-t2 $0.00275.
+    # Hour -1's $0.10: 1 s of it inside the window ($0.10/3600 = $0.000028), no generation: unattributed.
     out = sweep / "report"
     costs = {(r["setup"].rsplit("__", 1)[-1], r["task_id"]): r["cost_usd"] for r in csv.DictReader((out / "per_trial.csv").open())}
-    assert (costs[("none", "t1")], costs[("high", "t1")], costs[("high", "t2")]) == ("0.450000", "0.150000", "0.300000")
+    assert (costs[("none", "t1")], costs[("high", "t1")], costs[("high", "t2")]) == ("0.004125", "0.001375", "0.002750")
     billing = json.loads((out / "billing.json").read_text())
     assert (billing["source"], billing["billed_usd"], billing["split_usd"], billing["unattributed_usd"]) == (
-        "modal", "1.000000", "0.900000", "0.100000")
-    assert {r["description"] for r in billing["rows"]} == {"glm-endpoint"}
+        "modal", "0.008278", "0.008250", "0.000028")
+    assert billing["groups"][0]["bill_usd"] == "1.000000"
+    assert {r["description"] for r in billing["groups"][0]["rows"]} == {"glm-endpoint"}
     log = tmp_path / "sdk-calls.jsonl"
     log.unlink()
     proc, sdk = modal_cli("report", str(sweep), "--verify", env=env)

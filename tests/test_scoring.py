@@ -240,7 +240,8 @@ def test_a_pooled_self_hosted_sweep_costs_in_its_run_lines_what_the_report_split
     assert report.returncode == 0, report.stderr
     rows = csv_rows(root / "report" / "summary.csv")
     assert {r["cost_basis"] for r in rows.values()} == {"hourly split"}
-    lines = {m.group(1): m.group(2) for m in re.finditer(r"results: \S+/(demo__\S+)\n.*\n.*cost \$(\S+)", proc.stdout)}
+    # Each run's lines end with its results dir (the README: the last line, for `tail -1`).
+    lines = {m.group(2): m.group(1) for m in re.finditer(r"cost \$(\S+).*\n(?:incomplete.*\n)?results: \S+/(demo__\S+)", proc.stdout)}
     assert len(lines) == 2, proc.stdout
     for setup, printed in lines.items():
         assert float(printed) == pytest.approx(float(rows[setup]["total_cost_usd"]), abs=5e-5), (setup, printed, rows)

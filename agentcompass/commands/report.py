@@ -12,9 +12,11 @@ from typing import Any
 STALE_SLACK_S = 0.01  # generated_at is to the millisecond
 EXAMPLES = """examples:
   agentcompass report results/nightly                      # a run name: every setup of the sweep
-  agentcompass report results/nightly --hourly-usd 50.7    # self-hosted endpoint at $50.70/h, split by concurrency
-  agentcompass report results/nightly --bill bill.csv      # the real bill: rows of interval_start, cost
+  agentcompass report results/nightly --hourly-usd 50.7    # the self-hosted endpoint at $50.70/h, split by concurrency
+  agentcompass report results/nightly --bill bill.csv      # its real bill: rows of interval_start (with offset), cost
   agentcompass report results/nightly --bill modal         # Modal's hourly workspace billing report
+  agentcompass report results/nightly --bill 'openai/glm@http://gpu-a/v1=a.csv' --hourly-usd 'openai/kimi=40'
+                                                           # two endpoints, each priced on its own
   agentcompass report results/nightly --verify             # recompute every figure from the raw files
 """
 
@@ -29,6 +31,12 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def rate_flag(text: str) -> tuple[str | None, float]:
+    """`X` or `ENDPOINT=X`."""
+    name, _, value = text.rpartition("=")
+    return (name or None), non_negative_float(value)
+
+
 def register(sub: Any) -> None:
     parser = sub.add_parser("report", help="cost per solved task: tables, charts (report.html) and --verify",
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,23 +45,24 @@ def register(sub: Any) -> None:
     parser.add_argument("--out", type=Path, metavar="DIR", help="where the report goes (default: PATH/report)")
     parser.add_argument("--verify", action="store_true",
                         help="recompute every figure of the report in --out from the raw files; exit 1 naming each mismatch")
-    parser.add_argument("--hourly-usd", type=non_negative_float, metavar="X",
-                        help="self-hosted endpoints' hourly rate (default: the model preset's pricing.hourly_usd)")
-    parser.add_argument("--bill", metavar="FILE|modal",
-                        help="the self-hosted endpoint's real bill: a JSON/CSV file of (interval_start, cost) rows, "
-                             "or 'modal' for Modal's workspace billing report of the run's window")
+    parser.add_argument("--hourly-usd", type=rate_flag, action="append", default=[], metavar="[ENDPOINT=]X",
+                        help="a self-hosted endpoint's hourly rate (default: its preset's pricing.hourly_usd); "
+                             "ENDPOINT (model name, or name@base_url) is needed when the results use several")
+    parser.add_argument("--bill", action="append", default=[], metavar="[ENDPOINT=]FILE|modal",
+                        help="a self-hosted endpoint's real bill: a JSON/CSV file of (interval_start, cost) rows, "
+                             "or 'modal' for Modal's workspace billing report of the run's window; billed over the "
+                             "jobs' window only. Naming an ENDPOINT bills its setups by the hour whatever their preset says")
     parser.add_argument("--modal-app", action="append", default=[], metavar="NAME",
                         help="with --bill modal: the endpoint's Modal app (default: the preset's pricing.modal_app)")
     parser.add_argument("--open", action="store_true", help="open report.html in the browser")
 
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
-    from agentcompass.errors import UserError
-    from agentcompass.report.build import build, write
+    import sys
+
+    from agentcompass.report.build import CSV_FILES, build, write
     from agentcompass.report.load import load, unfinished_note
 
-    if args.hourly_usd is not None and args.bill:
-        raise UserError("--hourly-usd and --bill both price self-hosted endpoints; pass one")
     setups = load(args.paths)
     out = args.out or args.paths[0] / "report"
     for note in filter(None, map(unfinished_note, setups)):
@@ -61,12 +70,14 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     if args.verify:
         return verify(args, setups, out)
     report = build(setups, pricing_of(args, setups))
+    for warning in coverage_warnings(report):
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
     page = write(report, out)
     print_table(report["setups"])
     for line in report["banners"]:
         print(f"note: {line}", flush=True)
     if page is None:
-        print(f"report: {out} (summary.csv, per_trial.csv, task_difficulty.csv, report.json); report.html "
+        print(f"report: {out} ({', '.join(CSV_FILES)}, report.json); report.html "
               f"needs plotly for its charts: pip install 'agentcompass[report]'", flush=True)
         if args.open:
             print("--open: no report.html to open without plotly", file=sys.stderr)
@@ -80,39 +91,107 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
-def pricing_of(args: argparse.Namespace, setups: list[Any], recorded: dict[str, Any] | None = None) -> Any:
-    """What prices self-hosted time: the flags, else (when verifying) what the report recorded."""
-    from agentcompass.report.bill import buckets_of, modal_bill, read_bill
-    from agentcompass.report.build import Pricing
+def coverage_warnings(report: dict[str, Any]) -> list[str]:
+    """Generation no bill interval covers: the setups it belongs to have an unknown cost."""
+    groups = (report.get("billing") or {}).get("groups") or []
+    return [f"{g['endpoint']}: {g['uncovered_s']:.3f} s of generation fall outside every interval of the bill "
+            f"({g['source']}); the cost of {', '.join(g['uncovered_setups'])} is unknown: pass a bill that covers the run"
+            for g in groups if g["uncovered_s"] > 0]
 
-    if args.bill == "modal":
-        start, end, apps, tags = modal_window(args, setups)
-        buckets, rows = modal_bill(start, end, apps, tags)
-        return Pricing(bill_source="modal", bill=buckets, bill_rows=rows)
-    if args.bill:
-        return Pricing(bill_source=args.bill, bill=read_bill(Path(args.bill)))
-    if args.hourly_usd is not None or recorded is None:
-        return Pricing(hourly_usd=args.hourly_usd)
-    billing = recorded.get("billing")
-    if billing is not None:
-        return Pricing(bill_source=billing["source"], bill=buckets_of(
-            [{"interval_start": b["start"], "interval_end": b["end"], "cost": b["cost_usd"]} for b in billing["buckets"]]),
-            bill_rows=billing.get("rows"))
-    return Pricing(hourly_usd=recorded["pricing"].get("hourly_usd"))
+
+def endpoint_of(name: str | None, flag: str, setups: list[Any]) -> str:
+    """The bill group a flag names: `model@base_url`, or a model name that only one endpoint serves;
+    no name: the one self-hosted endpoint of the results."""
+    from agentcompass.errors import UserError
+
+    if name is None:
+        groups = sorted({s.endpoint for s in setups if s.self_hosted})
+        if len(groups) == 1:
+            return groups[0]
+        if not groups:
+            raise UserError(f"{flag}: no self-hosted setup among the results (none has pricing.billing: self_hosted or "
+                            f"pricing.hourly_usd); name the endpoint to bill it by the hour: {flag} MODEL=...")
+        raise UserError(f"{flag}: the results use {len(groups)} self-hosted endpoints ({', '.join(groups)}); "
+                        f"name one: {flag} ENDPOINT=...")
+    matches = sorted({s.endpoint for s in setups if name in (s.endpoint, s.model.get("name"))})
+    if len(matches) != 1:
+        known = ", ".join(sorted({s.endpoint for s in setups})) or "none"
+        why = "matches no setup's endpoint" if not matches else f"is served by {len(matches)} endpoints"
+        raise UserError(f"{flag} {name}=...: {why}; endpoints (model@base_url) here: {known}")
+    for setup in setups:
+        if setup.endpoint == matches[0]:
+            setup.billed_by_endpoint = True
+    return matches[0]
+
+
+def bill_flag(text: str, setups: list[Any]) -> tuple[str, str]:
+    """`FILE`, `modal` or `ENDPOINT=FILE|modal`; a file whose own name holds `=` still reads as a file."""
+    name, _, value = text.rpartition("=")
+    if name and (Path(text).exists() or not any(name in (s.endpoint, s.model.get("name")) for s in setups)):
+        name, value = "", text
+    return endpoint_of(name or None, "--bill", setups), value
+
+
+def pricing_of(args: argparse.Namespace, setups: list[Any], recorded: dict[str, Any] | None = None) -> Any:
+    """What prices each self-hosted endpoint: the flags, else (when verifying) what the report recorded."""
+    from agentcompass.errors import UserError
+    from agentcompass.report.bill import modal_bill, read_bill
+    from agentcompass.report.build import Pricing
+    from agentcompass.report.costs import EndpointPricing
+
+    if recorded is not None and not args.bill and not args.hourly_usd:
+        return recorded_pricing(recorded, setups)
+    endpoints: dict[str, EndpointPricing] = {}
+    for text in args.bill:
+        endpoint, source = bill_flag(text, setups)
+        if endpoint in endpoints:
+            raise UserError(f"--bill: {endpoint} is given two bills; pass one per endpoint")
+        if source == "modal":
+            start, end, apps, tags = modal_window(args, [s for s in setups if s.endpoint == endpoint])
+            buckets, rows = modal_bill(start, end, apps, tags)
+            endpoints[endpoint] = EndpointPricing(source="modal", bill=buckets, rows=rows)
+        else:
+            endpoints[endpoint] = EndpointPricing(source=source, bill=read_bill(Path(source)))
+    for name, rate in args.hourly_usd:
+        endpoint = endpoint_of(name, "--hourly-usd", setups)
+        if endpoint in endpoints:
+            raise UserError(f"--hourly-usd and --bill both price {endpoint}; pass one of them for it")
+        endpoints[endpoint] = EndpointPricing(hourly_usd=rate)
+    return Pricing(endpoints)
+
+
+def recorded_pricing(recorded: dict[str, Any], setups: list[Any]) -> Any:
+    """The rates and bills a report was made with, from its report.json and billing.json."""
+    from agentcompass.report.bill import buckets_of
+    from agentcompass.report.build import Pricing
+    from agentcompass.report.costs import EndpointPricing
+
+    bills = {g["endpoint"]: g for g in (recorded.get("billing") or {}).get("groups") or []}
+    endpoints = {}
+    for group in (recorded.get("pricing") or {}).get("groups") or []:
+        for setup in setups:
+            if setup.endpoint == group["endpoint"]:
+                setup.billed_by_endpoint = True
+        bill = bills.get(group["endpoint"])
+        if bill is not None:
+            endpoints[group["endpoint"]] = EndpointPricing(source=bill["source"], rows=bill.get("rows"), bill=buckets_of(
+                [{"interval_start": i["start"], "interval_end": i["end"], "cost": i["cost_usd"]} for i in bill["intervals"]]))
+        elif group.get("hourly_usd") is not None:
+            endpoints[group["endpoint"]] = EndpointPricing(hourly_usd=group["hourly_usd"])
+    return Pricing(endpoints)
 
 
 def modal_window(args: argparse.Namespace, setups: list[Any]) -> tuple[float, float, list[str], dict[str, str]]:
-    """The self-hosted trials' time span, and the endpoint's app names and tags from the flags or presets."""
+    """The endpoint's trials' time span, and its app names and tags from the flags or presets."""
     from agentcompass.errors import UserError
     from agentcompass.report.bill import seconds
 
-    hosted_here = [s for s in setups if s.self_hosted]
-    trials = [t.result for s in hosted_here for t in s.trials]
+    trials = [t.result for s in setups for t in s.trials]
     if not trials:
-        raise UserError("--bill modal: no self-hosted setup among the results (none has pricing.hourly_usd or its own base_url)")
-    apps = list(args.modal_app) or sorted({(s.model.get("pricing") or {}).get("modal_app") for s in hosted_here} - {None})
+        raise UserError("--bill modal: the endpoint's setups hold no trials")
+    apps = list(args.modal_app) or sorted({(s.model.get("pricing") or {}).get("modal_app") for s in setups} - {None})
     tags: dict[str, str] = {}
-    for s in hosted_here:
+    for s in setups:
         tags.update((s.model.get("pricing") or {}).get("modal_tags") or {})
     if not apps and not tags:
         raise UserError("--bill modal: which Modal app is the endpoint? pass --modal-app NAME, or set "

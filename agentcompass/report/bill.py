@@ -16,7 +16,11 @@ from agentcompass.report.split import Bucket
 HOUR_S = 3600.0
 RESOLUTION_S = {"h": HOUR_S, "d": 24 * HOUR_S}
 FILE_HINT = ("a bill is a .json list (or {\"buckets\": [...]}) or a .csv, each row with interval_start "
-             "(ISO time or epoch seconds) and cost, optionally interval_end (default: one hour later)")
+             "(ISO time with its UTC offset, or epoch seconds) and cost, optionally interval_end (default: one hour later)")
+
+
+class NaiveTime(ValueError):
+    """A bill time without a UTC offset: read as UTC it could shift the bill by hours, so it is refused."""
 
 
 def key(name: str) -> str:
@@ -25,21 +29,39 @@ def key(name: str) -> str:
 
 
 def seconds(value: Any) -> float:
+    """Epoch seconds from a number, or an ISO time that says its offset (a naive one raises NaiveTime)."""
     if isinstance(value, (int, float)):
         return float(value)
-    moment = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise NaiveTime(f"{text!r} has no UTC offset")
+    return moment.timestamp()
 
 
 def buckets_of(rows: Iterable[dict[str, Any]], default_length_s: float = HOUR_S) -> list[Bucket]:
     """Rows of (interval start, cost[, interval end]); rows of one interval (several objects) add up."""
     totals: dict[tuple[float, float], Decimal] = {}
-    for row in rows:
+    for number, row in enumerate(rows, 1):
         row = {key(k): v for k, v in row.items()}
-        start = seconds(row["interval_start"])
-        end = seconds(row["interval_end"]) if row.get("interval_end") not in (None, "") else start + default_length_s
+        try:
+            start = seconds(row["interval_start"])
+            end = seconds(row["interval_end"]) if row.get("interval_end") not in (None, "") else start + default_length_s
+        except NaiveTime as exc:
+            raise NaiveTime(f"row {number}: interval time {exc}; write it with its offset "
+                            "(2026-07-15T18:00:00+00:00 or ...Z) or as epoch seconds") from None
+        if end <= start:
+            raise ValueError(f"row {number}: interval_end is not after interval_start")
         totals[(start, end)] = totals.get((start, end), Decimal(0)) + Decimal(str(row["cost"]))
-    return [Bucket(start, end, cost) for (start, end), cost in sorted(totals.items())]
+    buckets = [Bucket(start, end, cost) for (start, end), cost in sorted(totals.items())]
+    for before, after in zip(buckets, buckets[1:]):
+        if after.start < before.end:  # the same time billed twice would be charged twice
+            raise ValueError(f"the intervals starting at {before.start:.0f} and {after.start:.0f} (epoch s) overlap")
+    return buckets
 
 
 def read_bill(path: Path) -> list[Bucket]:
@@ -53,11 +75,18 @@ def read_bill(path: Path) -> list[Bucket]:
         buckets = buckets_of(rows)
     except OSError as exc:
         raise UserError(f"--bill {path}: cannot read it ({exc.strerror}); {FILE_HINT}") from None
+    except NaiveTime as exc:
+        raise UserError(f"--bill {path}: {exc}") from None
     except (ValueError, KeyError, TypeError, AttributeError, InvalidOperation) as exc:
         raise UserError(f"--bill {path}: not a bill ({type(exc).__name__}: {exc}); {FILE_HINT}") from None
     if not buckets:
         raise UserError(f"--bill {path}: holds no rows; {FILE_HINT}")
     return buckets
+
+
+def utc(moment: datetime) -> datetime:
+    """Modal's report states its intervals in UTC; an SDK that hands them back naive still means UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def modal_bill(start: float, end: float, app_names: list[str], tags: dict[str, str],
@@ -83,6 +112,6 @@ def modal_bill(start: float, end: float, app_names: list[str], tags: dict[str, s
         raise UserError(f"--bill modal: cannot get the billing report ({exc}); check the network and credentials") from None
     kept = [item for item in items if item["description"] in app_names
             or (tags and all(item["tags"].get(k) == v for k, v in tags.items()))]
-    rows = [{"object_id": i["object_id"], "description": i["description"], "interval_start": i["interval_start"].isoformat(),
+    rows = [{"object_id": i["object_id"], "description": i["description"], "interval_start": utc(i["interval_start"]).isoformat(),
              "cost": str(i["cost"]), "tags": dict(i["tags"])} for i in kept]
     return buckets_of(rows), rows

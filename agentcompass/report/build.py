@@ -5,14 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from agentcompass.report.costs import Costs, assign
+from agentcompass.report.costs import Costs, EndpointPricing, Group, assign
 from agentcompass.report.load import Setup
-from agentcompass.report.split import Bucket
 from agentcompass.report.stats import METHOD, analyse
 from agentcompass.report.tables import (PAIR_COLUMNS, SETUP_COLUMNS, TASK_COLUMNS, TRIAL_COLUMNS, difficulty_rows, money,
                                         pair_rows, setup_rows, task_rows, task_tallies, trial_rows)
@@ -24,21 +24,35 @@ CSV_FILES = ("summary.csv", "per_trial.csv", "per_task.csv", "task_difficulty.cs
 
 @dataclass
 class Pricing:
-    hourly_usd: float | None = None
-    bill_source: str | None = None  # a file path, or "modal"
-    bill: list[Bucket] | None = None
-    bill_rows: list[dict[str, Any]] | None = None  # what Modal returned, kept for the record
+    """What prices each self-hosted endpoint, from the flags (or, when verifying, as recorded);
+    an endpoint not named here uses its preset's pricing.hourly_usd."""
 
-    def describe(self) -> str:
-        if self.bill is not None:
-            return f"self-hosted endpoints split by concurrency from the bill ({self.bill_source}); hosted models per token"
-        if self.hourly_usd is not None:
-            return f"self-hosted endpoints at ${self.hourly_usd}/h split by concurrency (an estimate); hosted models per token"
-        return "self-hosted endpoints at their preset's pricing.hourly_usd split by concurrency (an estimate); hosted models per token"
+    endpoints: dict[str, EndpointPricing] = field(default_factory=dict)
+
+
+def describe(group: Group) -> str:
+    pricing = group.pricing
+    if pricing is None:
+        return f"{group.endpoint}: no rate or bill (cost unknown)"
+    if pricing.bill is not None:
+        return f"{group.endpoint}: the bill ({pricing.source}) over the jobs' window, split by concurrency"
+    return f"{group.endpoint}: ${pricing.hourly_usd}/h split by concurrency (an estimate)"
+
+
+def pricing_record(costs: Costs) -> dict[str, Any]:
+    groups = [{"endpoint": g.endpoint, "setups": g.setups, "hourly_usd": g.pricing.hourly_usd if g.pricing else None,
+               "bill": g.pricing.source if g.pricing else None, "description": describe(g)} for g in costs.groups]
+    parts = [describe(g) for g in costs.groups] + ["hosted models: tokens x the model's per-token prices"]
+    rates = {g["hourly_usd"] for g in groups}
+    return {"hourly_usd": rates.pop() if len(rates) == 1 else None,
+            "bill": ", ".join(g["bill"] for g in groups if g["bill"]) or None,
+            "description": "; ".join(parts),
+            "estimate": any(g.pricing is None or g.pricing.bill is None for g in costs.groups),
+            "groups": groups}
 
 
 def build(setups: list[Setup], pricing: Pricing) -> dict[str, Any]:
-    costs = assign(setups, pricing.hourly_usd, pricing.bill)
+    costs = assign(setups, pricing.endpoints)
     tallies = {s.name: task_tallies(s, costs) for s in setups}
     analysis = analyse(tallies)
     rows = setup_rows(setups, costs, analysis["setups"])
@@ -46,14 +60,13 @@ def build(setups: list[Setup], pricing: Pricing) -> dict[str, Any]:
         "generated_at": now_iso(),
         "banners": banners(rows),
         "inputs": [str(s.dir) for s in setups],
-        "pricing": {"hourly_usd": pricing.hourly_usd, "bill": pricing.bill_source, "description": pricing.describe(),
-                    "estimate": pricing.bill is None},
+        "pricing": pricing_record(costs),
         "statistics": {**METHOD, "pairs": analysis["pairs"]},
         "setups": rows,
         "trials": trial_rows(setups, costs),
         "tasks": task_rows(setups, tallies),
         "task_difficulty": difficulty_rows(setups),
-        "billing": billing(costs, pricing),
+        "billing": billing(costs),
     }
 
 
@@ -73,21 +86,45 @@ def banners(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def billing(costs: Costs, pricing: Pricing) -> dict[str, Any] | None:
-    """The bill, its buckets and how it was split: billing.json (and its headline in report.json)."""
-    split = costs.bill_split
-    if pricing.bill is None:
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat()
+
+
+def billing(costs: Costs) -> dict[str, Any] | None:
+    """Every billed endpoint: its jobs' window, each interval's cost, covered seconds and billed part,
+    what the trials were charged and what no trial generated in (billing.json; its headline in report.json)."""
+    groups = [group_billing(g, costs) for g in costs.groups if g.pricing is not None and g.pricing.bill is not None]
+    if not groups:
         return None
-    billed = sum((b.cost for b in pricing.bill), Decimal(0))
-    shared = sum(split.shares.values(), Decimal(0)) if split else Decimal(0)
+    total = {f: money(sum((Decimal(g[f]) for g in groups), Decimal(0)))
+             for f in ("bill_usd", "outside_window_usd", "billed_usd", "split_usd", "unattributed_usd")}
+    return {"source": ", ".join(str(g["source"]) for g in groups), **total,
+            "uncovered_s": round(sum(g["uncovered_s"] for g in groups), 6), "groups": groups}
+
+
+def group_billing(group: Group, costs: Costs) -> dict[str, Any]:
+    split, covered, pricing = group.split, group.covered or [], group.pricing
+    assert split is not None and pricing is not None
+    intervals = [{"start": iso(c.bucket.start), "end": iso(c.bucket.end), "cost_usd": str(c.bucket.cost),
+                  "covered_s": round(c.covered_s, 6), "billed_usd": money(c.billed),
+                  "generation_s": round(row["generation_union_s"], 6), "trials": row["trials"],
+                  "attributed_usd": money(attributed), "unattributed_usd": money(c.billed - attributed)}
+                 for c, row, attributed in zip(covered, split.buckets, split.attributed)]
+    bill = sum((c.bucket.cost for c in covered), Decimal(0))
+    covered_s = sum(c.covered_s for c in covered)
+    uncovered = sorted({key[0] for key, seconds in split.uncovered.items() if seconds > 0})
+    start, end, window_s = group.window or (None, None, 0.0)
     return {
-        "source": pricing.bill_source,
-        "billed_usd": money(billed),
-        "split_usd": money(shared),
-        "unattributed_usd": money(split.unattributed_usd if split else billed),
-        "uncovered_s": round(split.uncovered_s, 6) if split else 0.0,
-        "buckets": [{"start": b.start, "end": b.end, "cost_usd": str(b.cost)} for b in pricing.bill],
-        "rows": pricing.bill_rows,
+        "endpoint": group.endpoint, "setups": group.setups, "source": pricing.source,
+        "window_start": None if start is None else iso(start), "window_end": None if end is None else iso(end),
+        "window_s": round(window_s, 6), "covered_s": round(covered_s, 6),
+        # what an hour of the window cost, as the benchmark's effective_hourly: billed / covered hours
+        "effective_hourly_usd": money(split.billed_usd * 3600 / Decimal(str(covered_s))) if covered_s else None,
+        "bill_usd": money(bill), "billed_usd": money(split.billed_usd),
+        "outside_window_usd": money(bill - split.billed_usd),
+        "split_usd": money(split.billed_usd - split.unattributed_usd), "unattributed_usd": money(split.unattributed_usd),
+        "uncovered_s": round(split.uncovered_s, 6), "uncovered_setups": uncovered,
+        "intervals": intervals, "rows": pricing.rows,
     }
 
 
@@ -118,7 +155,11 @@ def file_texts(report: dict[str, Any]) -> dict[str, str]:
 
 
 def headline(billing_info: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if billing_info is None else {k: v for k, v in billing_info.items() if k not in ("buckets", "rows")}
+    """billing.json without each interval and raw row: what report.json carries."""
+    if billing_info is None:
+        return None
+    return billing_info | {"groups": [{k: v for k, v in g.items() if k not in ("intervals", "rows")}
+                                      for g in billing_info["groups"]]}
 
 
 def write(report: dict[str, Any], out: Path) -> Path | None:

@@ -40,6 +40,8 @@ class Split:
     unattributed_usd: Decimal  # billed buckets in which no trial generated (idle endpoint)
     uncovered_s: float  # generation time outside every bucket: the bill cannot price it
     buckets: list[dict[str, object]] = field(default_factory=list)
+    uncovered: dict[Hashable, float] = field(default_factory=dict)  # per trial, its generation outside every bucket
+    attributed: list[Decimal] = field(default_factory=list)  # per bucket (in time order), what the trials were charged
 
 
 class Tally:
@@ -141,6 +143,7 @@ def split_bill(intervals: dict[Hashable, list[Interval]], buckets: list[Bucket])
     trials = {k: merged(v) for k, v in intervals.items()}
     tallies = [Tally() for _ in buckets]
     uncovered = 0
+    uncovered_by: dict[Hashable, int] = {}
     index = 0
     for start, end, active in segments(trials, [t for edge in edges for t in edge]):
         while index < len(edges) and edges[index][1] <= start:  # pieces come in time order
@@ -149,6 +152,8 @@ def split_bill(intervals: dict[Hashable, list[Interval]], buckets: list[Bucket])
             tallies[index].add(end - start, active)
         else:
             uncovered += end - start
+            for key in active:
+                uncovered_by[key] = uncovered_by.get(key, 0) + end - start
     exact = {k: Fraction(0) for k in trials}
     sole = {k: Fraction(0) for k in trials}
     unattributed = Decimal(0)
@@ -164,5 +169,7 @@ def split_bill(intervals: dict[Hashable, list[Interval]], buckets: list[Bucket])
         rows.append({"start": bucket.start, "end": bucket.end, "cost_usd": str(bucket.cost),
                      "generation_union_s": tally.union / US, "trials": len(tally.own)})
     billed = sum((b.cost for b in buckets), Decimal(0))
-    return Split(apportion(exact, billed - unattributed), {k: to_micro(v, up=True) for k, v in sole.items()},
-                 billed, unattributed, uncovered / US, rows)
+    shares = apportion(exact, billed - unattributed)
+    attributed = [Decimal(0) if tally.union == 0 else bucket.cost for bucket, tally in zip(buckets, tallies)]
+    return Split(shares, {k: to_micro(v, up=True) for k, v in sole.items()}, billed, unattributed, uncovered / US, rows,
+                 {k: v / US for k, v in uncovered_by.items()}, attributed)

@@ -19,6 +19,9 @@ SETUP_COLUMNS = [
     "cost_per_solved_usd", "cost_per_solved_low_usd", "cost_per_solved_high_usd", "cost_per_passing_attempt_usd",
     "avg_cost_per_attempt_usd", "cost_basis", "tokens_in", "tokens_out", "tokens_cached", "tokens_in_per_solved",
     "tokens_out_per_solved", "steps", "orchestration_s", "session_s", "generation_s",
+    # added by issue 32 (after the others, so readers by name and by position both keep working):
+    "retry_cost_usd", "interrupted_attempts", "reported_cost_usd", "cost_difference_pct",
+
 ]
 # The scoring module's figures a setup row takes as they are (incomplete_by_category: report.json only).
 SUMMARY_FIELDS = ("passed", "failed", "errors", "incomplete", "incomplete_by_category", "not_run", "complete",
@@ -31,7 +34,9 @@ TRIAL_COLUMNS = [
     "setup", "task_id", "attempt", "status", "error_category", "reward", "cost_usd", "sole_cost_usd", "cost_basis",
     "steps", "tokens_in", "tokens_out", "tokens_cached", "orchestration_s", "session_s", "generation_s",
     "started_at", "finished_at",
+    "retries", "retry_cost_usd", "reported_cost_usd", "cost_difference_pct",
 ]
+DIFFERENCE_SHOWN = Decimal("0.01")  # the harness's own cost is set beside ours when they differ by more
 
 
 def money(value: Decimal | None) -> str | None:
@@ -41,6 +46,21 @@ def money(value: Decimal | None) -> str | None:
 
 def ratio(total: Decimal | None, count: int) -> str | None:
     return None if total is None or count == 0 else money(total / count)
+
+
+def total_of(values: list[Decimal | None]) -> Decimal | None:
+    """The sum, or None (unknown) as soon as one part is unknown."""
+    return None if any(v is None for v in values) else sum((v for v in values if v is not None), Decimal(0))
+
+
+def difference_pct(ours: Decimal | None, reported: Decimal | None) -> float | None:
+    """How far the harness's own figure is from tokens x prices, in percent, when more than 1 %."""
+    if ours is None or reported is None or (ours == 0 and reported == 0):
+        return None
+    if ours == 0:
+        return None  # nothing to compare against; --verify names it
+    gap = (reported - ours) / ours
+    return round(float(gap) * 100, 2) if abs(gap) > DIFFERENCE_SHOWN else None
 
 
 def times(trial: Trial) -> dict[str, float]:
@@ -61,6 +81,8 @@ def trial_rows(setups: list[Setup], costs: Costs) -> list[dict[str, Any]]:
                 "sole_cost_usd": money(cost.sole_usd), "cost_basis": cost.basis, "steps": r.usage.model_calls,
                 "tokens_in": r.usage.tokens_in, "tokens_out": r.usage.tokens_out, "tokens_cached": r.usage.tokens_cached,
                 **times(trial), "started_at": r.started_at, "finished_at": r.finished_at,
+                "retries": r.retries, "retry_cost_usd": money(cost.retry_usd), "reported_cost_usd": money(cost.reported_usd),
+                "cost_difference_pct": difference_pct(cost.cost_usd, cost.reported_usd),
             })
     return rows
 
@@ -85,17 +107,14 @@ def short_labels(setups: list[Setup]) -> dict[str, str]:
 
 
 def task_tallies(setup: Setup, costs: Costs) -> list[TaskTally]:
-    """Per selected task: attempts, graded (a verdict by the setup's scoring rule), passed, and what every try
-    cost (tries cut short included, as in the setup's total); a task never run is a tally of nothing."""
+    """Per selected task: attempts, graded (a verdict by the setup's scoring rule), passed, and what its recorded
+    attempts cost (their retried tries included); a task never run is a tally of nothing."""
     by_task: dict[str, list[Trial]] = {task_id: [] for task_id in setup.task_ids}
     for trial in setup.trials:
         by_task.setdefault(trial.result.task_id, []).append(trial)
-    spent: dict[str, list[Trial]] = {}
-    for trial in setup.abandoned:
-        spent.setdefault(trial.result.task_id, []).append(trial)
     tallies = []
     for task_id, trials in sorted(by_task.items()):
-        task_costs = [costs.trials[t.key].cost_usd for t in (*trials, *spent.get(task_id, ()))]
+        task_costs = [costs.trials[t.key].cost_usd for t in trials]
         verdicts = [verdict(t.result, setup.rule) for t in trials]  # the scoring module's: what counts as graded
         known = all(c is not None for c in task_costs)
         tallies.append(TaskTally(
@@ -123,12 +142,13 @@ def setup_rows(setups: list[Setup], costs: Costs, intervals: dict[str, dict[str,
     for setup in setups:
         results = [t.result for t in setup.trials]
         summary = summarize(results, setup.task_ids, setup.k, setup.rule, setup.unrecorded_usage())
-        trial_costs = [costs.trials[t.key] for t in (*setup.trials, *setup.abandoned)]
-        known = all(c.cost_usd is not None for c in trial_costs)
-        total = sum((c.cost_usd for c in trial_costs if c.cost_usd is not None), Decimal(0)) if known else None
+        interrupted = costs.unrecorded.get(setup.name)
+        trial_costs = [costs.trials[t.key] for t in setup.trials] + ([interrupted] if setup.unrecorded and interrupted else [])
+        total = total_of([c.cost_usd for c in trial_costs])
         # Alone on the endpoint: a self-hosted trial's sole cost, a hosted one's own cost.
-        sole = sum((c.cost_usd if c.sole_usd is None else c.sole_usd for c in trial_costs
-                    if c.cost_usd is not None), Decimal(0)) if known else None
+        sole = total_of([c.cost_usd if c.sole_usd is None else c.sole_usd for c in trial_costs])
+        reported = [c.reported_usd for c in trial_costs if c.basis.startswith("per-token")]
+        ours = total_of([c.cost_usd for c in trial_costs if c.basis.startswith("per-token")])
         bases = sorted({c.basis for c in trial_costs})
         bounds = intervals[setup.name]
         solved = summary["solved_tasks"]
@@ -153,6 +173,10 @@ def setup_rows(setups: list[Setup], costs: Costs, intervals: dict[str, dict[str,
             "tokens_out_per_solved": round(summary["tokens_out"] / solved) if solved else None,
             "steps": summary["model_calls"],
             **{f: round(sum(times(t)[f] for t in setup.trials), 4) for f in ("orchestration_s", "session_s", "generation_s")},
+            "retry_cost_usd": money(total_of([c.retry_usd for c in trial_costs])),
+            "interrupted_attempts": len(setup.unrecorded),
+            "reported_cost_usd": money(total_of(reported)) if reported else None,
+            "cost_difference_pct": difference_pct(ours, total_of(reported)) if reported else None,
         })
     return rows
 

@@ -1,8 +1,9 @@
 """`--verify`: recompute every figure from the raw files and name each one the report disagrees with.
 
 Two kinds of check: the report's files against a fresh computation from trials.jsonl,
-model_calls.jsonl and the bill; and the raw files against each other (each run's summary.json,
-each trial's call records and timings, the bill's reconciliation)."""
+model_calls.jsonl (every try's) and the bill; and the raw files against each other (each run's
+summary.json, each trial's call records, timings and window, each hosted cost against tokens x
+prices, each bill's coverage of the generation and its reconciliation)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from agentcompass.report.build import Pricing, build, file_texts
-from agentcompass.report.load import Setup
+from agentcompass.report.bill import seconds
+from agentcompass.report.build import Pricing, build, file_texts, iso
+from agentcompass.report.load import Setup, Trial
 
 CSV_KEYS = {"summary.csv": ("setup",), "per_trial.csv": ("setup", "task_id", "attempt"), "task_difficulty.csv": ("task_id",),
             "per_task.csv": ("task_id", "setup"), "paired_differences.csv": ("a", "b")}
@@ -36,7 +38,7 @@ def verify(setups: list[Setup], pricing: Pricing, out: Path) -> list[str]:
         else:
             found = json.loads(path.read_text(encoding="utf-8"))
             mismatches += compare_json(name, undated(json.loads(text)), undated(found))
-    return mismatches + check_summaries(setups, report) + check_trials(setups) + check_bill(report)
+    return mismatches + check_summaries(setups, report) + check_trials(setups) + check_costs(report) + check_bill(report)
 
 
 def compare_csv(name: str, expected: str, found: str) -> list[str]:
@@ -100,8 +102,18 @@ def check_summaries(setups: list[Setup], report: dict[str, Any]) -> list[str]:
                 out.append(differs(f"{path}: {field} (recomputed from trials.jsonl)", row[field], summary[field]))
         if "model_calls" in summary and summary["model_calls"] != row["steps"]:
             out.append(differs(f"{path}: model_calls (recomputed)", row["steps"], summary["model_calls"]))
-        out += check_cost(path, summary, row)
+        if same_pricing_as_run(setup, report):
+            out += check_cost(path, summary, row)
     return out
+
+
+def same_pricing_as_run(setup: Setup, report: dict[str, Any]) -> bool:
+    """Whether the report priced this setup as its run did: per token, or at its preset's own hourly rate. A
+    report made with --hourly-usd or --bill prices the endpoint otherwise, and the run's figure cannot match."""
+    if not setup.self_hosted:
+        return True
+    group = next((g for g in report["pricing"].get("groups", []) if setup.name in g["setups"]), None)
+    return group is not None and not group["bill"] and group["hourly_usd"] == setup.hourly_usd
 
 
 def check_cost(path: Path, summary: dict[str, Any], row: dict[str, Any]) -> list[str]:
@@ -113,7 +125,8 @@ def check_cost(path: Path, summary: dict[str, Any], row: dict[str, Any]) -> list
     if (mine is None) != (theirs is None):
         return [f"{path}: cost_usd is {mine!r}, the report's {theirs!r} (unknown on one side only)"]
     basis = summary.get("cost_basis")
-    comparable = basis is None and row["cost_basis"] in (None, "per-token", "no model calls", "no model calls, per-token")
+    parts = (row["cost_basis"] or "").split(", ")
+    comparable = basis is None and all(p == "" or p.startswith(("per-token", "no model calls", "none")) for p in parts)
     if mine is None or not (comparable or basis == row["cost_basis"]):
         return []
     if abs(Decimal(str(mine)) - Decimal(theirs)) >= Decimal("0.01"):
@@ -122,38 +135,79 @@ def check_cost(path: Path, summary: dict[str, Any], row: dict[str, Any]) -> list
 
 
 def check_trials(setups: list[Setup]) -> list[str]:
-    """Each trial's call records against its usage, and its times nested as they must be."""
+    """Each trial's call records (every try's) against its usage, its times nested as they must be,
+    and every call inside the trial's own start-finish window."""
     out = []
     for setup in setups:
         for trial in setup.trials:
             r, name = trial.result, f"{setup.name}/{trial.result.task_id}/attempt-{trial.result.attempt}"
             orchestration, session = r.timings.get("total", 0.0), r.timings.get("agent", 0.0)
-            if not r.usage.generation_s <= session + TIME_SLACK_S <= orchestration + 2 * TIME_SLACK_S:
-                out.append(f"{name}: times not nested: generation_s {r.usage.generation_s} <= session_s {session} "
+            # The timings are the last try's; generation_s in trials.jsonl counts every try.
+            last = (sum(float(c.get("duration_s") or 0) for c in trial.calls) if trial.calls is not None
+                    else r.usage.generation_s if not trial.tries else None)
+            if last is not None and not last <= session + TIME_SLACK_S <= orchestration + 2 * TIME_SLACK_S:
+                out.append(f"{name}: times not nested: generation_s {round(last, 6)} (last try) <= session_s {session} "
                            f"<= orchestration_s {orchestration} fails")
-            if trial.calls is None:
+            calls = trial.all_calls()
+            if calls is None:
                 continue
-            answered = [c for c in trial.calls if c.get("status") == "ok"]
+            answered = [c for c in calls if c.get("status") == "ok"]
             counted = {"model_calls": len(answered), **{f: sum(c.get(f) or 0 for c in answered)
                                                           for f in ("tokens_in", "tokens_out", "tokens_cached")}}
             for field, value in counted.items():
                 if getattr(r.usage, field) != value:
                     out.append(f"{name}: {field} is {getattr(r.usage, field)} in trials.jsonl, {value} in model_calls.jsonl")
-            waited = sum(float(c.get("duration_s") or 0) for c in trial.calls)
+            waited = sum(float(c.get("duration_s") or 0) for c in calls)
             if abs(waited - r.usage.generation_s) > TIME_SLACK_S:
                 out.append(f"{name}: generation_s is {r.usage.generation_s} in trials.jsonl, {waited:.6f} in model_calls.jsonl")
+            out += calls_outside(name, trial, seconds(r.started_at), seconds(r.finished_at))
+    return out
+
+
+def calls_outside(name: str, trial: Trial, started: float, finished: float) -> list[str]:
+    """A call recorded outside its trial's window would be priced against other trials' time. The
+    window (started_at to finished_at) is the last try's; each failed try ran before the next one."""
+    out = []
+    later = started
+    for label, calls in reversed([(t.label, t.calls) for t in trial.tries]):
+        stray = [c for c in calls if float(c["end"]) > later + TIME_SLACK_S]
+        if stray:
+            out.append(f"{name}: {len(stray)} model call(s) of {label} end after the next try began ({iso(later)})")
+        later = min([later] + [float(c["start"]) for c in calls])
+    stray = [c for c in trial.calls or [] if float(c["start"]) < started - TIME_SLACK_S or float(c["end"]) > finished + TIME_SLACK_S]
+    if stray:
+        worst = max(max(started - float(c["start"]), float(c["end"]) - finished) for c in stray)
+        out.append(f"{name}: {len(stray)} model call(s) outside the trial's window {iso(started)} to {iso(finished)} "
+                   f"(up to {worst:.3f} s)")
+    return out
+
+
+def check_costs(report: dict[str, Any]) -> list[str]:
+    """A hosted trial's cost as its harness wrote it against tokens x the model's prices: more than
+    1 % apart, one of them is wrong (a stale price, cache writes not counted)."""
+    out = []
+    for row in report["trials"]:
+        name = f"per_trial: {row['setup']}/{row['task_id']}/{row['attempt']}"
+        if row.get("cost_difference_pct") is not None:
+            out.append(f"{name}: trials.jsonl says ${row['reported_cost_usd']}, tokens x prices give ${row['cost_usd']} "
+                       f"({row['cost_difference_pct']:+} %)")
+        elif row["cost_usd"] is not None and Decimal(row["cost_usd"]) == 0 and Decimal(row.get("reported_cost_usd") or 0) > 0:
+            out.append(f"{name}: trials.jsonl says ${row['reported_cost_usd']} for calls whose tokens cost nothing")
     return out
 
 
 def check_bill(report: dict[str, Any]) -> list[str]:
-    """The split reconciles with the bill to the cent, and no trial's share exceeds its sole cost."""
+    """Each bill covers the run's generation and its split reconciles to the cent; no trial's share exceeds its sole cost."""
     billing = report["billing"]
     out = []
-    if billing is not None:
-        total = Decimal(billing["split_usd"]) + Decimal(billing["unattributed_usd"])
-        if abs(total - Decimal(billing["billed_usd"])) >= Decimal("0.01"):
-            out.append(f"billing: split {billing['split_usd']} + unattributed {billing['unattributed_usd']} "
-                       f"!= bill {billing['billed_usd']}")
+    for group in (billing or {}).get("groups") or []:
+        total = Decimal(group["split_usd"]) + Decimal(group["unattributed_usd"])
+        if abs(total - Decimal(group["billed_usd"])) >= Decimal("0.01"):
+            out.append(f"billing {group['endpoint']}: split {group['split_usd']} + unattributed {group['unattributed_usd']} "
+                       f"!= billed {group['billed_usd']}")
+        if group["uncovered_s"] > 0:
+            out.append(f"billing {group['endpoint']}: {group['uncovered_s']} s of generation outside every interval of the "
+                       f"bill; the cost of {', '.join(group['uncovered_setups'])} is unknown")
     for row in report["trials"]:
         if row["cost_usd"] is not None and row["sole_cost_usd"] is not None and Decimal(row["cost_usd"]) > Decimal(row["sole_cost_usd"]):
             out.append(f"per_trial: {row['setup']}/{row['task_id']}/{row['attempt']}: split {row['cost_usd']} exceeds sole {row['sole_cost_usd']}")
