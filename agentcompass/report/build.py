@@ -105,7 +105,7 @@ def headline(billing_info: dict[str, Any] | None) -> dict[str, Any] | None:
 def write(report: dict[str, Any], out: Path) -> Path:
     from agentcompass.report.page import render
 
-    page = render(report, SETUP_COLUMNS)  # first: a missing plotly fails before anything is written
+    page = render(report)  # first: a missing plotly fails before anything is written
     for name, text in file_texts(report).items():
         write_atomic(out / name, text)
     write_atomic(out / "report.html", page)

@@ -1,65 +1,162 @@
-"""report.html: one self-contained page (plotly.js inline, no network), the charts, then the tables."""
+"""report.html: one self-contained page (plotly.js inline, no network) that answers "which setup
+solves the most per dollar": banners for what makes the figures partial, the answer in a line,
+cost per solved task against tasks solved, the per-setup table (cost columns first), the rates,
+where money and time went, paired differences, the task x setup grid and the bill."""
 
 from __future__ import annotations
 
 from html import escape
 from typing import Any
 
-from agentcompass.report.charts import chart_html
+from agentcompass.report.charts import chart_html, coinciding, pareto, plotted
+from agentcompass.report.page_tables import bill_table, costs_table, hours, pairs_table, setups_table, task_grid, usd
 
-STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.unknown{color:#a33;font-style:italic}
-.note{color:#555;font-size:13px}.wide{overflow-x:auto}"""
-
-
-def cell(value: Any, column: str) -> str:
-    if value is None and "cost" in column:
-        return '<td class="unknown">unknown</td>'
-    return f"<td>{escape('-' if value is None else str(value))}</td>"
-
-
-# A ratio with nothing to divide by is not an unknown cost: say so instead.
-NOT_APPLICABLE = {"cost_per_solved_usd": ("solved_tasks", "n/a: none solved"),
-                  "cost_per_passing_attempt_usd": ("passed", "n/a: none passed"),
-                  "avg_cost_per_attempt_usd": ("attempts", "n/a: no attempt")}
-
-
-def shown(row: dict[str, Any], column: str) -> Any:
-    count_column, text = NOT_APPLICABLE.get(column, (None, None))
-    if count_column and row.get(column) is None and row.get(count_column) == 0:
-        return text
-    return row.get(column)
+STYLE = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1352px}
+h1{margin:0 0 8px}h2{margin:28px 0 6px;font-size:20px}
+table{border-collapse:collapse;margin:8px 0;font-size:13px;width:100%}
+th,td{border:1px solid #d6d6d6;padding:4px 7px;text-align:right;vertical-align:top}
+th{background:#f3f4f6;font-weight:600}th small,.ci{color:#666;font-weight:400}
+.ci{display:block;font-size:11px;white-space:nowrap}
+td.name,td.basis,th:first-child{text-align:left}td.name{font-weight:600}td.basis{font-size:12px;color:#555}
+.unknown .v{color:#a33;font-style:italic}.warn{color:#a33;font-weight:600}.money .v{font-weight:700}
+.front{color:#c90}.differs .v{font-weight:700}.same{color:#777}
+table.grid{width:auto}table.grid td{white-space:nowrap;font-size:12px}td.none{color:#999}
+.note{color:#555;font-size:13px;margin:6px 0}
+.answer{font-size:15px;margin:10px 0;padding:8px 14px 8px 30px;background:#f7f7f2;border-left:4px solid #c90}
+.banner{border-radius:6px;padding:10px 14px;margin:8px 0;font-size:14px}
+.banner.incomplete{background:#fff4e5;border:1px solid #f0a040}.banner.uncovered{background:#fde8e8;border:1px solid #d05050}
+.banner.estimate{background:#eef4fb;border:1px solid #8fb2d9}
+.scroll{overflow-x:auto}"""
 
 
-def table(rows: list[dict[str, Any]], table_id: str, columns: list[str] | None = None) -> str:
-    columns = columns or (list(rows[0]) if rows else [])
-    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(cell(shown(row, c), c) for c in columns) + "</tr>" for row in rows)
-    return f'<div class="wide"><table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+def order(setups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cheapest solved task first; setups without a cost per solved task last, by how much they solved."""
+    return sorted(setups, key=lambda s: (s["cost_per_solved_usd"] is None,
+                                         float(s["cost_per_solved_usd"] or 0), -(s["solved_rate"] or 0), s["label"]))
 
 
-def render(report: dict[str, Any], setup_columns: list[str]) -> str:
-    setups, difficulty = report["setups"], report["task_difficulty"]
-    charts = "\n".join(f"<section>{fragment}</section>" for fragment in chart_html(setups, difficulty))
-    pricing = report["pricing"]
-    notes = [f"Costs: {escape(pricing['description'])}."]
-    if report.get("billing"):
-        b = report["billing"]
-        notes.append(f"Bill total ${escape(b['billed_usd'])}: ${escape(b['split_usd'])} split among trials, "
-                     f"${escape(b['unattributed_usd'])} in buckets with no generation; "
-                     f"{b['uncovered_s']} s of generation outside the bill.")
-    notes.append("A cost shown as <i>unknown</i> could not be known (no price, no rate, no call records); it is never 0.")
-    difficulty_columns = ["task_id", *[s["setup"] for s in setups], "overall"]
+def incomplete(s: dict[str, Any]) -> list[str]:
+    """What makes this setup's figures partial: the run's status, missing attempts, errors kept out."""
+    why = []
+    if s.get("status") not in (None, "completed"):
+        why.append(f"run {s['status']}")
+    if s.get("trials_expected") and s["attempts"] < s["trials_expected"]:
+        why.append(f"{s['attempts']} of {s['trials_expected']} attempts recorded")
+    if s["errors"]:
+        why.append(f"{s['errors']} attempt(s) ended in an error and have no verdict (kept out of pass@1)")
+    return why
+
+
+def banners(report: dict[str, Any]) -> list[str]:
+    out = []
+    partial = [(s, incomplete(s)) for s in report["setups"]]
+    items = "".join(f"<li><b>{escape(s['label'])}</b>: {escape('; '.join(why))}</li>" for s, why in partial if why)
+    if items:
+        out.append(f'<div class="banner incomplete" id="banner-incomplete"><b>Incomplete runs</b>: their rates '
+                   f"cover only the attempts recorded.<ul>{items}</ul></div>")
+    bill = report.get("billing") or {}
+    uncovered = bill.get("uncovered_s") or 0
+    unknown = [s for s in report["setups"] if s["total_cost_usd"] is None]
+    if uncovered > 0:
+        who = ", ".join(escape(s["label"]) for s in unknown)
+        out.append(f'<div class="banner uncovered" id="banner-uncovered"><b>The bill does not cover the run</b>: '
+                   f"{uncovered:,.0f} s of generation fall outside every bill interval"
+                   + (f"; cost unknown for {who}" if who else "") + ". Pass a bill for the whole run.</div>")
+    if report["pricing"].get("estimate") and any("hourly split" in (s["cost_basis"] or "") for s in report["setups"]):
+        out.append('<div class="banner estimate" id="banner-estimate">Self-hosted costs are <b>estimates</b> from an '
+                   "hourly rate, not a bill: pass <code>--bill</code> for the real figure.</div>")
+    return out
+
+
+def answer(setups: list[dict[str, Any]]) -> str:
+    """The question in one line: the cheapest solved task, the most solved, the front between them."""
+    placed = plotted(setups)
+    if not placed:
+        return '<p class="answer">No setup has both a known cost and a solved task, so none can be ranked by cost per solved task.</p>'
+    cheapest = min(placed, key=lambda s: float(s["cost_per_solved_usd"]))
+    most = max(placed, key=lambda s: (s["solved_rate"], -float(s["cost_per_solved_usd"])))
+
+    def said(s: dict[str, Any]) -> str:
+        low, high = s["cost_per_solved_low_usd"], s["cost_per_solved_high_usd"]
+        interval = f" (95 %: {usd(low)} – {'∞' if high is None else usd(high)})" if low is not None else ""
+        return (f"<b>{escape(s['label'])}</b> at {escape(usd(s['cost_per_solved_usd']))} per solved task{escape(interval)}, "
+                f"{s['solved_tasks']} of {s['tasks']} tasks solved")
+
+    lines = [f"Most solved per dollar: {said(cheapest)}."]
+    if most["setup"] != cheapest["setup"]:
+        lines.append(f"Most solved: {said(most)}.")
+    lines.append("Pareto front (★, no other setup solves as many for less): "
+                 + ", ".join(escape(s["label"]) for s in pareto(setups)) + ".")
+    return '<ul class="answer" id="answer">' + "".join(f"<li>{line}</li>" for line in lines) + "</ul>"
+
+
+def bill_section(billing: dict[str, Any] | None) -> str:
+    if not billing:
+        return ""
+    facts = [("billed", usd(billing.get("billed_usd"))), ("split among attempts", usd(billing.get("split_usd"))),
+             ("unattributed (no generation in the interval)", usd(billing.get("unattributed_usd"))),
+             ("generation outside the bill", hours(billing.get("uncovered_s") or 0))]
+    if billing.get("covered_s") is not None:
+        facts.insert(3, ("covered by the run's jobs", hours(billing["covered_s"])))
+    if billing.get("window_start") or billing.get("window"):
+        facts.insert(0, ("window", escape(str(billing.get("window") or f"{billing['window_start']} – {billing.get('window_end')}"))))
+    listed = "".join(f'<tr><th>{escape(name)}</th><td data-figure="billing:{escape(name)}"><span class="v">{value}</span></td></tr>'
+                     for name, value in facts)
+    intervals = billing.get("intervals") or billing.get("buckets") or []
+    return (f'<h2 id="bill">The bill</h2><p class="note">Source: {escape(str(billing.get("source")))}.</p>'
+            f'<table id="table-bill-totals" style="width:auto">{listed}</table>'
+            + (f'<div class="scroll">{bill_table(intervals)}</div>' if intervals else ""))
+
+
+def why_not_plotted(s: dict[str, Any]) -> str:
+    if s["total_cost_usd"] is None:
+        return "cost unknown"
+    return "none solved" if not s["solved_tasks"] else "$0 per solved task: a log axis has no 0"
+
+
+def render(report: dict[str, Any]) -> str:
+    setups = order(report["setups"])
+    labels = {s["setup"]: s["label"] for s in setups}
+    cost_chart, rates_chart, breakdown_chart = chart_html(setups)
+    stats = report["statistics"]
+    left_out = [s for s in setups if s not in plotted(setups)]
+    missing = ("<p class=\"note\">Not on the chart: " + ", ".join(
+        f"{escape(s['label'])} ({why_not_plotted(s)})" for s in left_out)
+        + ".</p>") if left_out else ""
+    for group in coinciding(setups):
+        missing += (f'<p class="note">On one spot (drawn as rings, largest first): '
+                    f'{escape(", ".join(s["label"] for s in group))}.</p>')
+    pairs = stats["pairs"]
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>agentcompass report</title><style>{STYLE}</style></head>
 <body>
-<h1>agentcompass report</h1>
-<p class="note">{' '.join(notes)} Generated {escape(report['generated_at'])} from {len(report['inputs'])} results directory(ies).</p>
-{charts}
+<h1>Which setup solves the most per dollar?</h1>
+{''.join(banners(report))}
+{answer(setups)}
+<section>{cost_chart}</section>
+<p class="note">Each point is a setup: further left is cheaper per solved task, higher solves more. Bars are 95 %
+intervals ({escape(str(stats['resamples']))} bootstrap resamples over tasks); the dashed line joins the setups no other
+beats on both. Colour: model (darker: higher reasoning tier); marker: harness.</p>{missing}
 <h2>Per setup</h2>
-{table(setups, "table-setups", setup_columns)}
-<h2>Task difficulty (pass rate per setup)</h2>
-{table(difficulty, "table-difficulty", difficulty_columns)}
+{setups_table(setups)}
+<h2>Rates</h2>
+<section>{rates_chart}</section>
+<h2>Where the money and the time went</h2>
+<section>{breakdown_chart}</section>
+{costs_table(setups)}
+<h2>Are they really different? Paired differences</h2>
+<p class="note">For each pair of setups run on the same tasks: a − b, resampled on the same tasks. <b>Bold</b>: the 95 %
+interval excludes 0 (the tasks tell the two apart); grey: it holds 0 (these tasks cannot tell them apart).</p>
+{pairs_table(pairs, labels) if pairs else '<p class="note">No two setups were run on the same tasks.</p>'}
+<h2>Per task</h2>
+<p class="note">Passed / graded attempts and what all the task's attempts cost; hardest tasks first.</p>
+<div class="scroll">{task_grid(report["tasks"], [r["task_id"] for r in report["task_difficulty"]], setups)}</div>
+{bill_section(report.get("billing"))}
+<h2>How the figures were made</h2>
+<p class="note">Costs: {escape(report['pricing']['description'])}. A cost shown as <i>unknown</i> could not be known
+(no price, no rate, no call records, generation outside the bill); it is never 0. Intervals: {escape(stats['method'])};
+{stats['resamples']} resamples, seed {stats['seed']}, {round(100 * stats['confidence'])} % percentile intervals.
+Generated {escape(report['generated_at'])} from {len(report['inputs'])} results directory(ies).</p>
 </body></html>
 """
+
