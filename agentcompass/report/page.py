@@ -20,7 +20,7 @@ th{background:#f3f4f6;font-weight:600}th small,.ci{color:#666;font-weight:400}
 td.name,td.basis,th:first-child{text-align:left}td.name{font-weight:600}td.basis{font-size:12px;color:#555}
 .unknown .v{color:#a33;font-style:italic}.warn{color:#a33;font-weight:600}.money .v{font-weight:700}
 .front{color:#c90}.differs .v{font-weight:700}.same{color:#777}
-table.grid{width:auto}table.grid td{white-space:nowrap;font-size:12px}td.none{color:#999}
+table.grid,table.pairs,#table-bill{width:auto}table.pairs th:nth-child(2){text-align:left}table.grid td{white-space:nowrap;font-size:12px}td.none{color:#999}
 .note{color:#555;font-size:13px;margin:6px 0}
 .answer{font-size:15px;margin:10px 0;padding:8px 14px 8px 30px;background:#f7f7f2;border-left:4px solid #c90}
 .banner{border-radius:6px;padding:10px 14px;margin:8px 0;font-size:14px}

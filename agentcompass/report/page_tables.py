@@ -26,16 +26,20 @@ def percent(value: Any) -> str:
     return "-" if value is None else f"{100 * float(value):.1f} %"
 
 
-def signed_percent(value: Any) -> str:
-    return percent(value) if value is None or float(value) < 0 else "+" + percent(value)
+def points(value: Any) -> str:
+    """A difference of two rates, in percentage points."""
+    return "-" if value is None else f"{100 * float(value):+.1f} pts"
 
 
 def count(value: Any) -> str:
-    """12,345 / 1.2M / 85.7k: token counts at a glance."""
+    """1,234 / 85.7k / 1.2M / 1.25B: token counts at a glance."""
     if value is None:
         return "-"
     n = float(value)
-    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else f"{n:,.0f}"
+    for at_least, size, unit, places in ((1e9, 1e9, "B", 2), (1e6, 1e6, "M", 1), (1e4, 1e3, "k", 1)):
+        if n >= at_least:
+            return f"{n / size:.{places}f}{unit}"
+    return f"{n:,.0f}"
 
 
 def hours(seconds: float) -> str:
@@ -130,15 +134,16 @@ def pairs_table(pairs: list[dict[str, Any]], labels: dict[str, str]) -> str:
         key = f"pair:{p['a']}:{p['b']}:"
         cells = [f'<td class="name">{escape(labels[p["a"]])}</td>', f'<td class="name">{escape(labels[p["b"]])}</td>',
                  f"<td>{p['tasks']}</td>"]
-        for field, shown in (("cost_per_solved_usd", signed_usd), ("solved_rate", signed_percent), ("pass_at_1", signed_percent)):
+        for field, shown in (("cost_per_solved_usd", signed_usd), ("solved_rate", points), ("pass_at_1", points)):
             d = p[field]
             verdict = {True: "differs", False: "same", None: ""}[d["differs"]]
             cells.append(figure(key + field, "unknown" if d["diff"] is None else shown(d["diff"]),
                                 span(d["low"], d["high"], shown), verdict))
         rows.append("<tr>" + "".join(cells) + "</tr>")
     head = ["a", "b", "tasks", "Δ $ per solved task<br><small>a − b, 95 % interval</small>",
-            "Δ solved rate<br><small>a − b, 95 % interval</small>", "Δ pass@1<br><small>a − b, 95 % interval</small>"]
-    return html_table("table-pairs", head, rows)
+            "Δ solved rate<br><small>a − b in points, 95 % interval</small>",
+            "Δ pass@1<br><small>a − b in points, 95 % interval</small>"]
+    return html_table("table-pairs", head, rows, "pairs")
 
 
 def cell_colour(passed: int, graded: int) -> str:
