@@ -54,8 +54,8 @@ def test_errors_are_kept_out_of_pass_at_1_but_not_of_the_solved_rate():
 
 
 def test_about_95_percent_of_intervals_hold_the_true_rate():
-    # 200 data sets of 60 tasks at a true rate of 0.3: a 95 % interval misses it ~10 times (the percentile
-    # bootstrap runs a little narrow at this size: 0.85 to 0.99 is the band to expect).
+    # 200 data sets of 60 tasks at a true rate of 0.3: a 95 % interval misses it ~10 times (binomial
+    # spread of 200 draws and 400 resamples each: 0.85 to 0.99 is the band to expect).
     rng = random.Random(7)
     held = 0
     for _ in range(200):
