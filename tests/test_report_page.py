@@ -65,6 +65,12 @@ def overlaps(texts: list[dict]) -> list[tuple[str, str]]:
     return out
 
 
+def test_overlapping_labels_are_found():
+    a, b, c = ({"text": "a", "l": 0, "r": 50, "t": 0, "b": 10}, {"text": "b", "l": 45, "r": 90, "t": 5, "b": 15},
+               {"text": "c", "l": 91, "r": 120, "t": 0, "b": 10})
+    assert overlaps([a, b, c]) == [("a", "b")]
+
+
 def look(page: Path, name: str) -> headless_chromium.PageVisit:
     seen = headless_chromium.visit(page.resolve().as_uri(), PROBE)
     artifacts = Path(os.environ.get("TEST_ARTIFACTS_DIR") or REPO / "test-artifacts")
@@ -107,6 +113,7 @@ def test_the_study_page_plots_what_report_json_says_and_reads_at_1400_px(browser
 
     for chart_id, drawn_chart in result["charts"].items():
         assert drawn_chart["marks"] >= 4, chart_id
+        assert len(drawn_chart["texts"]) >= 10, chart_id  # ticks, axis titles, legend: what could collide
         assert overlaps(drawn_chart["texts"]) == [], chart_id
         area = drawn_chart["area"]
         outside = [t["text"] for t in drawn_chart["texts"] if t["l"] < area["l"] - 1 or t["r"] > area["r"] + 1]

@@ -106,13 +106,16 @@ def cost_vs_solved(setups: list[dict[str, Any]], look: dict[str, tuple[str, str]
     axis = log_range(spans) if spans else [-2, 1]
     # Setups on one spot are drawn as rings, largest first, so that each stays visible.
     size = {s["setup"]: 26 - 8 * i for group in coinciding(setups) for i, s in enumerate(group[:3])}
+    # The legend lists a model's setups together, by tier, then harness: easy to find one in many.
+    ranks = {s["setup"]: rank for rank, s in enumerate(sorted(points, key=lambda s: (
+        str(s["model"]), tier_rank(s["reasoning"]), str(s["harness"]), s["label"])), start=1)}
     for s in points:
         cost, solved = float(s["cost_per_solved_usd"]), 100 * s["solved_rate"]
         left, right = error(cost, s["cost_per_solved_low_usd"], s["cost_per_solved_high_usd"], unbounded=10 ** axis[1])
         down, up = error(solved, s["solved_rate_low"], s["solved_rate_high"], scale=100)
         colour, symbol = look[s["setup"]]
         figure.add_trace(go.Scatter(
-            x=[cost], y=[solved], name=s["label"], mode="markers", legendgroup=s["setup"], cliponaxis=False,
+            x=[cost], y=[solved], name=s["label"], mode="markers", legendrank=ranks[s["setup"]], cliponaxis=False,
             marker={"color": colour, "symbol": symbol, "size": size.get(s["setup"], 14), "line": {"color": "white", "width": 1.5}},
             error_x={"type": "data", "symmetric": False, "array": [right], "arrayminus": [left], "color": colour, "thickness": 1.5},
             error_y={"type": "data", "symmetric": False, "array": [up], "arrayminus": [down], "color": colour, "thickness": 1.5},
@@ -124,9 +127,10 @@ def cost_vs_solved(setups: list[dict[str, Any]], look: dict[str, tuple[str, str]
     if len(front) > 1:
         figure.add_trace(go.Scatter(
             x=[float(s["cost_per_solved_usd"]) for s in front], y=[100 * s["solved_rate"] for s in front],
-            name="Pareto front", mode="lines", line={"color": "#888", "dash": "dash", "width": 1.5}, hoverinfo="skip"))
+            name="Pareto front", mode="lines", line={"color": "#888", "dash": "dash", "width": 1.5}, hoverinfo="skip",
+            legendrank=len(points) + 1))
     figure.update_layout(
-        template="plotly_white", font=FONT, height=520, margin={"l": 70, "r": 20, "t": 20, "b": 60},
+        template="plotly_white", font=FONT, height=max(520, 140 + 25 * len(points)), margin={"l": 70, "r": 20, "t": 20, "b": 60},
         legend={"title": {"text": "model · tier · harness"}, "itemclick": "toggleothers"},
         xaxis={"type": "log", "range": axis, "title": "cost per solved task (USD, log scale)",
                "tickvals": ticks[0], "ticktext": ticks[1]},

@@ -39,7 +39,7 @@ def incomplete(s: dict[str, Any]) -> list[str]:
     """What makes this setup's figures partial: the run's status, missing attempts, errors kept out."""
     why = []
     if s.get("status") not in (None, "completed"):
-        why.append(f"run {s['status']}")
+        why.append(f"run {s['status']}" if s["status"] != "running" else "run still running (or killed)")
     if s.get("trials_expected") and s["attempts"] < s["trials_expected"]:
         why.append(f"{s['attempts']} of {s['trials_expected']} attempts recorded")
     if s["errors"]:
@@ -108,6 +108,15 @@ def bill_section(billing: dict[str, Any] | None) -> str:
             + (f'<div class="scroll">{bill_table(intervals)}</div>' if intervals else ""))
 
 
+def pairs_section(pairs: list[dict[str, Any]], labels: dict[str, str]) -> str:
+    """The pairs table; folded when long (a sweep of 20 setups has 190 pairs), its summary counting those that differ."""
+    if not pairs:
+        return '<p class="note">No two setups were run on the same tasks.</p>'
+    differ = sum(bool(p["cost_per_solved_usd"]["differs"]) for p in pairs)
+    return (f'<details{" open" if len(pairs) <= 15 else ""}><summary>{len(pairs)} pair(s); {differ} differ in $ per solved '
+            f"task</summary>{pairs_table(pairs, labels)}</details>")
+
+
 def why_not_plotted(s: dict[str, Any]) -> str:
     if s["total_cost_usd"] is None:
         return "cost unknown"
@@ -147,7 +156,7 @@ beats on both. Colour: model (darker: higher reasoning tier); marker: harness.</
 <h2>Are they really different? Paired differences</h2>
 <p class="note">For each pair of setups run on the same tasks: a − b, resampled on the same tasks. <b>Bold</b>: the 95 %
 interval excludes 0 (the tasks tell the two apart); grey: it holds 0 (these tasks cannot tell them apart).</p>
-{pairs_table(pairs, labels) if pairs else '<p class="note">No two setups were run on the same tasks.</p>'}
+{pairs_section(pairs, labels)}
 <h2>Per task</h2>
 <p class="note">Passed / graded attempts and what all the task's attempts cost; hardest tasks first.</p>
 <div class="scroll">{task_grid(report["tasks"], [r["task_id"] for r in report["task_difficulty"]], setups)}</div>
