@@ -44,7 +44,8 @@ def styles(setups: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     out = {}
     for s in setups:
         tiers = sorted({x["reasoning"] for x in setups if x["model"] == s["model"]}, key=tier_rank)
-        place = tiers.index(s["reasoning"]) / max(1, len(tiers) - 1)  # 0 lowest tier .. 1 highest
+        # 0 lowest tier .. 1 highest; a model run at one tier gets the middle shade.
+        place = tiers.index(s["reasoning"]) / (len(tiers) - 1) if len(tiers) > 1 else 0.5
         red, green, blue = colorsys.hls_to_rgb(HUES[models.index(str(s["model"])) % len(HUES)], 0.62 - 0.3 * place, 0.7)
         out[s["setup"]] = (f"rgb({round(red * 255)},{round(green * 255)},{round(blue * 255)})",
                            SYMBOLS[harnesses.index(str(s["harness"])) % len(SYMBOLS)])

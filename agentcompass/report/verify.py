@@ -40,6 +40,9 @@ def verify(setups: list[Setup], pricing: Pricing, out: Path) -> list[str]:
     return mismatches + check_summaries(setups, report) + check_trials(setups) + check_bill(report)
 
 
+VOID_TAGS = {"br", "img", "hr", "wbr", "input", "meta", "link"}
+
+
 class Figures(HTMLParser):
     """The text of every element marked data-figure, by its key."""
 
@@ -52,7 +55,7 @@ class Figures(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self.key is not None:
-            self.depth += 1
+            self.depth += tag not in VOID_TAGS  # <br> has no end tag
         elif (key := dict(attrs).get("data-figure")) is not None:
             self.key, self.depth, self.parts = key, 1, []
 
