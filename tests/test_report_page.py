@@ -104,6 +104,12 @@ def test_the_study_page_plots_what_report_json_says_and_reads_at_1400_px(browser
     [front] = [t for t in chart["traces"] if t["name"] == "Pareto front"]
     assert front["x"] == [points["GLM-5.2-FP8 · high · opencode"][0], points["claude-opus-4-8 · claude_code"][0]]
     assert "Most solved per dollar: GLM-5.2-FP8 · high · opencode" in result["answer"]
+    # Opus against GLM high on the same 33 tasks: about three times the cost per solved task is a real
+    # difference; one task more solved (24 against 23) is not one that 33 tasks can show.
+    paired = next(line for line in result["answer"].splitlines() if line.startswith("Paired on the same 33 tasks"))
+    per_solved, solved = paired.split("; ")
+    assert "per solved task" in per_solved and "a real difference" in per_solved
+    assert solved.startswith("+3.0 pts solved") and "cannot tell from 0" in solved
 
     rates = result["charts"]["chart-rates"]
     assert rates["xrange"] == [0, 100]

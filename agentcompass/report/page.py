@@ -9,7 +9,8 @@ from html import escape
 from typing import Any
 
 from agentcompass.report.charts import chart_html, coinciding, pareto, plotted
-from agentcompass.report.page_tables import bill_table, costs_table, hours, pairs_table, setups_table, task_grid, usd
+from agentcompass.report.page_tables import (bill_table, costs_table, hours, pairs_table, points, setups_table, signed_usd,
+                                             task_grid, usd)
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1352px}
 h1{margin:0 0 8px}h2{margin:28px 0 6px;font-size:20px}
@@ -68,8 +69,29 @@ def banners(report: dict[str, Any]) -> list[str]:
     return out
 
 
-def answer(setups: list[dict[str, Any]]) -> str:
-    """The question in one line: the cheapest solved task, the most solved, the front between them."""
+def oriented(pair: dict[str, Any], first: str, figure: str) -> tuple[float, float | None, float | None, Any] | None:
+    """A pair's difference as `first` minus the other: (difference, low, high, differs)."""
+    d = pair[figure]
+    if d["diff"] is None:
+        return None
+    value, low, high = (None if v is None else float(v) for v in (d["diff"], d["low"], d["high"]))
+    return (value, low, high, d["differs"]) if pair["a"] == first else (-value, None if high is None else -high,
+                                                                       None if low is None else -low, d["differs"])
+
+
+def verdict(pair: dict[str, Any], first: str, figure: str, shown: Any, what: str) -> str:
+    found = oriented(pair, first, figure)
+    if found is None:
+        return ""
+    value, low, high, differs = found
+    bounds = f"{'-∞' if low is None else shown(low)} – {'∞' if high is None else shown(high)}"
+    return (f"{escape(shown(value))} {what} (95 %: {escape(bounds)}), "
+            + ("<b>a real difference</b>" if differs else "which these tasks cannot tell from 0"))
+
+
+def answer(setups: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> str:
+    """The question in a few lines: the cheapest solved task, the most solved, whether the two really
+    differ (their paired difference), and the front between them."""
     placed = plotted(setups)
     if not placed:
         return '<p class="answer">No setup has both a known cost and a solved task, so none can be ranked by cost per solved task.</p>'
@@ -85,6 +107,12 @@ def answer(setups: list[dict[str, Any]]) -> str:
     lines = [f"Most solved per dollar: {said(cheapest)}."]
     if most["setup"] != cheapest["setup"]:
         lines.append(f"Most solved: {said(most)}.")
+        pair = next((p for p in pairs if {p["a"], p["b"]} == {most["setup"], cheapest["setup"]}), None)
+        if pair is not None:
+            parts = [verdict(pair, most["setup"], "cost_per_solved_usd", signed_usd, "per solved task"),
+                     verdict(pair, most["setup"], "solved_rate", points, "solved")]
+            lines.append(f"Paired on the same {pair['tasks']} tasks, {escape(most['label'])} minus "
+                         f"{escape(cheapest['label'])}: " + "; ".join(p for p in parts if p) + ".")
     lines.append("Pareto front (★, no other setup solves as many for less): "
                  + ", ".join(escape(s["label"]) for s in pareto(setups)) + ".")
     return '<ul class="answer" id="answer">' + "".join(f"<li>{line}</li>" for line in lines) + "</ul>"
@@ -141,7 +169,7 @@ def render(report: dict[str, Any]) -> str:
 <body>
 <h1>Which setup solves the most per dollar?</h1>
 {''.join(banners(report))}
-{answer(setups)}
+{answer(setups, report["statistics"]["pairs"])}
 <section>{cost_chart}</section>
 <p class="note">Each point is a setup: further left is cheaper per solved task, higher solves more. Bars are 95 %
 intervals ({escape(str(stats['resamples']))} bootstrap resamples over tasks); the dashed line joins the setups no other
