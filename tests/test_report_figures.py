@@ -114,3 +114,19 @@ def test_verify_fails_when_the_page_is_missing(cli, sweep):  # noqa: F811
     (sweep / "report" / "report.html").unlink()
     proc = cli("report", str(sweep), "--verify")
     assert proc.returncode == 1 and "report.html: missing from" in proc.stderr
+
+
+def test_verify_recomputes_the_intervals(cli, sweep):  # noqa: F811
+    assert cli("report", str(sweep), "--hourly-usd", "36").returncode == 0
+    path = sweep / "report" / "summary.csv"
+    rows = list(csv.DictReader(path.open()))
+    gpt = next(r for r in rows if r["setup"] == "demo__mini__gpt__local")
+    gpt["cost_per_solved_high_usd"] = "0.029000"  # was 0.030000: a narrower interval than the tasks allow
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    proc = cli("report", str(sweep), "--verify")
+    assert proc.returncode == 1
+    assert ("summary.csv: demo__mini__gpt__local: cost_per_solved_high_usd is '0.029000', recomputed '0.030000'"
+            in proc.stderr)
