@@ -130,3 +130,38 @@ def test_verify_recomputes_the_intervals(cli, sweep):  # noqa: F811
     assert proc.returncode == 1
     assert ("summary.csv: demo__mini__gpt__local: cost_per_solved_high_usd is '0.029000', recomputed '0.030000'"
             in proc.stderr)
+
+
+def test_the_page_shows_what_the_bill_step_and_the_pricing_record_when_present(sweep):  # noqa: F811
+    """Fields of the bill step (per-endpoint bill groups with per-interval coverage) and of the pricing
+    (retried tries, interrupted attempts, a harness's own figure) are shown when a report holds them."""
+    from agentcompass.report.build import Pricing, build
+    from agentcompass.report.load import load
+    from agentcompass.report.page import render
+    from agentcompass.report.verify import page_figures
+
+    report = build(load([sweep]), Pricing(hourly_usd=36))
+    none = next(s for s in report["setups"] if s["setup"] == "demo__mini__glm__local__none")
+    gpt = next(s for s in report["setups"] if s["setup"] == "demo__mini__gpt__local")
+    none.update(retry_cost_usd="0.040000", interrupted_attempts=1)
+    gpt.update(reported_cost_usd="0.060000", cost_difference_pct=20.0)
+    report["billing"] = {"source": "bill.csv", "billed_usd": "0.008250", "split_usd": "0.008250", "unattributed_usd": "0.000000",
+                         "uncovered_s": 12.5, "groups": [{
+                             "endpoint": "glm-5.2@http://127.0.0.1:9/v1", "source": "bill.csv", "bill_usd": "1.150000",
+                             "billed_usd": "0.008250", "outside_window_usd": "1.141750", "split_usd": "0.008250",
+                             "unattributed_usd": "0.000000", "uncovered_s": 12.5, "window_s": 33.0,
+                             "window_start": iso(T0 - 1), "window_end": iso(T0 + 41),
+                             "uncovered_setups": ["demo__mini__glm__local__high"],
+                             "intervals": [{"start": iso(T0), "end": iso(T0 + 3600), "cost_usd": "0.90", "covered_s": 33.0,
+                                            "billed_usd": "0.008250", "attributed_usd": "0.008250", "unattributed_usd": "0.000000"}]}]}
+    page = render(report)
+    cells, _ = page_figures(page)
+    assert cells["billing:0:bill for the hours of the run"] == "$1.15"
+    assert cells["billing:0:of which outside the jobs' active window"] == "$1.14"
+    assert cells["billing:0:jobs' window"] == "2027-01-15 07:59 UTC – 2027-01-15 08:00 UTC"  # T0 - 1 s to T0 + 41 s
+    assert cells["bill:0:0:covered_s"] == "33 s" and cells["bill:0:0:attributed_usd"] == "$0.0083"
+    assert cells["setup:demo__mini__glm__local__none:retry_cost_usd"] == "$0.0400"
+    assert cells["setup:demo__mini__gpt__local:reported_cost_usd"] == "$0.0600 +20.0 % from ours"
+    incomplete, uncovered = banner(page, "incomplete"), banner(page, "uncovered")
+    assert "glm-5.2 · none · mini: 1 attempt(s) interrupted before they were recorded" in incomplete
+    assert "12 s of generation fall outside" in uncovered and "cost unknown for glm-5.2 · high · mini" in uncovered

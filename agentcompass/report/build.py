@@ -14,8 +14,9 @@ from agentcompass.report.costs import Costs, assign
 from agentcompass.report.load import Setup
 from agentcompass.report.split import Bucket
 from agentcompass.report.stats import METHOD, analyse
-from agentcompass.report.tables import (PAIR_COLUMNS, SETUP_COLUMNS, TASK_COLUMNS, TRIAL_COLUMNS, difficulty_rows, money,
-                                        pair_rows, setup_rows, task_rows, task_tallies, trial_rows)
+from agentcompass.report.tables import (PAIR_COLUMNS, SETUP_COLUMNS, TASK_COLUMNS, TRIAL_COLUMNS, add_setup_figures,
+                                        cost_outside, difficulty_rows, money, pair_rows, setup_rows, task_rows,
+                                        task_tallies, trial_rows)
 from agentcompass.results import now_iso, write_atomic
 
 CSV_FILES = ("summary.csv", "per_trial.csv", "per_task.csv", "task_difficulty.csv", "paired_differences.csv")
@@ -38,15 +39,17 @@ class Pricing:
 
 def build(setups: list[Setup], pricing: Pricing) -> dict[str, Any]:
     costs = assign(setups, pricing.hourly_usd, pricing.bill)
+    rows = setup_rows(setups, costs)
     tallies = {s.name: task_tallies(s, costs) for s in setups}
-    analysis = analyse(tallies)
+    analysis = analyse(tallies, {row["setup"]: cost_outside(row, tallies[row["setup"]]) for row in rows})
+    add_setup_figures(rows, setups, costs, analysis["setups"])
     return {
         "generated_at": now_iso(),
         "inputs": [str(s.dir) for s in setups],
         "pricing": {"hourly_usd": pricing.hourly_usd, "bill": pricing.bill_source, "description": pricing.describe(),
                     "estimate": pricing.bill is None},
         "statistics": {**METHOD, "pairs": analysis["pairs"]},
-        "setups": setup_rows(setups, costs, analysis["setups"]),
+        "setups": rows,
         "trials": trial_rows(setups, costs),
         "tasks": task_rows(setups, tallies),
         "task_difficulty": difficulty_rows(setups),

@@ -9,8 +9,8 @@ from html import escape
 from typing import Any
 
 from agentcompass.report.charts import chart_html, coinciding, pareto, plotted
-from agentcompass.report.page_tables import (bill_table, costs_table, hours, pairs_table, points, setups_table, signed_usd,
-                                             task_grid, usd)
+from agentcompass.report.page_tables import (bill_table, costs_table, hours, moment, pairs_table, points, setups_table,
+                                             signed_usd, task_grid, usd)
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1352px}
 h1{margin:0 0 8px}h2{margin:28px 0 6px;font-size:20px}
@@ -21,7 +21,7 @@ th{background:#f3f4f6;font-weight:600}th small,.ci{color:#666;font-weight:400}
 td.name,td.basis,th:first-child{text-align:left}td.name{font-weight:600}td.basis{font-size:12px;color:#555}
 .unknown .v{color:#a33;font-style:italic}.warn{color:#a33;font-weight:600}.money .v{font-weight:700}
 .front{color:#c90}.differs .v{font-weight:700}.same{color:#777}
-table.grid,table.pairs,#table-bill{width:auto}table.pairs th:nth-child(2){text-align:left}table.grid td{white-space:nowrap;font-size:12px}td.none{color:#999}
+table.grid,table.pairs,table.bill{width:auto}h3{font-size:16px;margin:14px 0 4px}table.pairs th:nth-child(2){text-align:left}table.grid td{white-space:nowrap;font-size:12px}td.none{color:#999}
 .note{color:#555;font-size:13px;margin:6px 0}
 .answer{font-size:15px;margin:10px 0;padding:8px 14px 8px 30px;background:#f7f7f2;border-left:4px solid #c90}
 .banner{border-radius:6px;padding:10px 14px;margin:8px 0;font-size:14px}
@@ -45,6 +45,8 @@ def incomplete(s: dict[str, Any]) -> list[str]:
         why.append(f"{s['attempts']} of {s['trials_expected']} attempts recorded")
     if s["errors"]:
         why.append(f"{s['errors']} attempt(s) ended in an error and have no verdict (kept out of pass@1)")
+    if s.get("interrupted_attempts"):
+        why.append(f"{s['interrupted_attempts']} attempt(s) interrupted before they were recorded (their model time is priced)")
     return why
 
 
@@ -57,7 +59,8 @@ def banners(report: dict[str, Any]) -> list[str]:
                    f"cover only the attempts recorded.<ul>{items}</ul></div>")
     bill = report.get("billing") or {}
     uncovered = bill.get("uncovered_s") or 0
-    unknown = [s for s in report["setups"] if s["total_cost_usd"] is None]
+    named = {name for g in bill.get("groups") or [] for name in g.get("uncovered_setups") or []}
+    unknown = [s for s in report["setups"] if s["setup"] in named or (not named and s["total_cost_usd"] is None)]
     if uncovered > 0:
         who = ", ".join(escape(s["label"]) for s in unknown)
         out.append(f'<div class="banner uncovered" id="banner-uncovered"><b>The bill does not cover the run</b>: '
@@ -118,22 +121,38 @@ def answer(setups: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> str:
     return '<ul class="answer" id="answer">' + "".join(f"<li>{line}</li>" for line in lines) + "</ul>"
 
 
+BILL_FACTS = (  # (field, what it is, how shown): each shown when the bill step records it
+    ("bill_usd", "bill for the hours of the run", "usd"),
+    ("outside_window_usd", "of which outside the jobs' active window", "usd"),
+    ("billed_usd", "billed to the run", "usd"),
+    ("split_usd", "split among attempts", "usd"),
+    ("unattributed_usd", "unattributed (covered, but no generation)", "usd"),
+    ("window_s", "jobs' active window", "hours"),
+    ("covered_s", "covered by the run's jobs", "hours"),
+    ("uncovered_s", "generation outside the bill", "hours"),
+)
+
+
+def bill_group(group: dict[str, Any], index: int) -> str:
+    """One bill (one endpoint's): its totals, then one row per interval."""
+    facts = [(name, usd(group[field]) if shown == "usd" else hours(group[field] or 0))
+             for field, name, shown in BILL_FACTS if field in group]
+    if group.get("window_start"):
+        facts.insert(0, ("jobs' window", f"{moment(group['window_start'])} – {moment(group.get('window_end'))}"))
+    listed = "".join(f'<tr><th>{escape(name)}</th><td data-figure="billing:{index}:{escape(name)}"><span class="v">'
+                     f"{escape(value)}</span></td></tr>" for name, value in facts)
+    intervals = group.get("intervals") or group.get("buckets") or []
+    who = f"{escape(str(group['endpoint']))}: " if group.get("endpoint") else ""
+    return (f'<h3>{who}{escape(str(group.get("source")))}</h3><table class="bill-totals" style="width:auto">{listed}</table>'
+            + (f'<div class="scroll">{bill_table(intervals, index)}</div>' if intervals else ""))
+
+
 def bill_section(billing: dict[str, Any] | None) -> str:
+    """Each bill the report used: one per billed endpoint when the report records groups."""
     if not billing:
         return ""
-    facts = [("billed", usd(billing.get("billed_usd"))), ("split among attempts", usd(billing.get("split_usd"))),
-             ("unattributed (no generation in the interval)", usd(billing.get("unattributed_usd"))),
-             ("generation outside the bill", hours(billing.get("uncovered_s") or 0))]
-    if billing.get("covered_s") is not None:
-        facts.insert(3, ("covered by the run's jobs", hours(billing["covered_s"])))
-    if billing.get("window_start") or billing.get("window"):
-        facts.insert(0, ("window", escape(str(billing.get("window") or f"{billing['window_start']} – {billing.get('window_end')}"))))
-    listed = "".join(f'<tr><th>{escape(name)}</th><td data-figure="billing:{escape(name)}"><span class="v">{value}</span></td></tr>'
-                     for name, value in facts)
-    intervals = billing.get("intervals") or billing.get("buckets") or []
-    return (f'<h2 id="bill">The bill</h2><p class="note">Source: {escape(str(billing.get("source")))}.</p>'
-            f'<table id="table-bill-totals" style="width:auto">{listed}</table>'
-            + (f'<div class="scroll">{bill_table(intervals)}</div>' if intervals else ""))
+    groups = billing.get("groups") or [billing]
+    return '<h2 id="bill">The bill</h2>' + "".join(bill_group(g, i) for i, g in enumerate(groups))
 
 
 def pairs_section(pairs: list[dict[str, Any]], labels: dict[str, str]) -> str:

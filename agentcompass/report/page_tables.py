@@ -108,6 +108,7 @@ def share(part: Any, whole: Any) -> str:
 def costs_table(setups: list[dict[str, Any]]) -> str:
     """Split against sole cost, generation against session time, tokens: where money and time went."""
     retries = any("retry_cost_usd" in s for s in setups)
+    reported = any(s.get("reported_cost_usd") is not None for s in setups)  # the harness's own figure
     rows = []
     for s in setups:
         key = f"setup:{s['setup']}:"
@@ -117,13 +118,19 @@ def costs_table(setups: list[dict[str, Any]]) -> str:
                  figure(key + "split_of_sole", share(s["total_cost_usd"], s.get("sole_cost_usd")))]
         if retries:
             cells.append(figure(key + "retry_cost_usd", usd(s.get("retry_cost_usd"))))
+        if reported:
+            gap = s.get("cost_difference_pct")
+            cells.append(figure(key + "reported_cost_usd", "-" if s.get("reported_cost_usd") is None else usd(s["reported_cost_usd"]),
+                                "" if gap is None else f'<span class="ci">{gap:+.1f} % from ours</span>', "warn" if gap else ""))
         cells += [figure(key + "generation_s", hours(s["generation_s"])), figure(key + "session_s", hours(s["session_s"])),
                   figure(key + "generation_of_session", share(s["generation_s"], s["session_s"])),
                   figure(key + "steps", f"{s['steps']:,}"), figure(key + "tokens_in", count(s["tokens_in"])),
                   figure(key + "tokens_out", count(s["tokens_out"])), figure(key + "tokens_cached", count(s["tokens_cached"]))]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     head = ["setup", "cost<br><small>split by concurrency</small>", "cost alone<br><small>on the endpoint</small>",
-            "split / alone", *(["of which retried tries"] if retries else []), "generation<br><small>in model calls</small>",
+            "split / alone", *(["of which retried tries"] if retries else []),
+            *(["harness's own figure<br><small>and its gap when over 1 %</small>"] if reported else []),
+            "generation<br><small>in model calls</small>",
             "agent session", "generation / session", "model calls", "tokens in", "tokens out", "tokens cached"]
     return html_table("table-costs", head, rows)
 
@@ -173,9 +180,12 @@ def task_grid(tasks: list[dict[str, Any]], order: list[str], setups: list[dict[s
 
 def moment(value: Any) -> str:
     """Epoch seconds or ISO text as UTC to the minute."""
-    if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return str(value)
+    try:
+        when = (datetime.fromtimestamp(value, timezone.utc) if isinstance(value, (int, float))
+                else datetime.fromisoformat(str(value)).astimezone(timezone.utc))
+    except (ValueError, OverflowError, OSError):
+        return str(value)
+    return when.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def bill_value(column: str, value: Any) -> str:
@@ -190,9 +200,9 @@ def bill_value(column: str, value: Any) -> str:
     return str(value)
 
 
-def bill_table(intervals: list[dict[str, Any]]) -> str:
-    """The bill's intervals with whatever the bill step records for each (covered seconds, attributed...)."""
+def bill_table(intervals: list[dict[str, Any]], group: int = 0) -> str:
+    """A bill's intervals with whatever the bill step records for each (covered seconds, attributed...)."""
     columns = [c for c in dict.fromkeys(k for row in intervals for k in row) if not isinstance(intervals[0].get(c), (dict, list))]
-    rows = ["<tr>" + "".join(figure(f"bill:{i}:{c}", bill_value(c, row.get(c))) for c in columns) + "</tr>"
+    rows = ["<tr>" + "".join(figure(f"bill:{group}:{i}:{c}", bill_value(c, row.get(c))) for c in columns) + "</tr>"
             for i, row in enumerate(intervals)]
-    return html_table("table-bill", [escape(c.replace("_", " ")) for c in columns], rows)
+    return html_table(f"table-bill-{group}", [escape(c.replace("_", " ")) for c in columns], rows, "bill")

@@ -12,12 +12,13 @@ from agentcompass.report.stats import TaskTally
 from agentcompass.results import summarize
 
 SETUP_COLUMNS = [
-    "setup", "label", "benchmark", "harness", "model", "reasoning", "env", "status", "k", "tasks", "attempts",
-    "trials_expected", "passed", "failed", "errors", "pass_at_1", "pass_at_1_low", "pass_at_1_high", "pass_at_k",
-    "solved_tasks", "solved_rate", "solved_rate_low", "solved_rate_high", "total_cost_usd", "sole_cost_usd",
-    "cost_per_solved_usd", "cost_per_solved_low_usd", "cost_per_solved_high_usd", "cost_per_passing_attempt_usd",
-    "avg_cost_per_attempt_usd", "cost_basis", "tokens_in", "tokens_out", "tokens_cached", "tokens_in_per_solved",
-    "tokens_out_per_solved", "steps", "orchestration_s", "session_s", "generation_s",
+    "setup", "benchmark", "harness", "model", "reasoning", "env", "k", "tasks", "attempts", "passed", "failed",
+    "errors", "pass_at_1", "pass_at_k", "solved_tasks", "solved_rate", "total_cost_usd", "cost_per_solved_usd",
+    "cost_per_passing_attempt_usd", "avg_cost_per_attempt_usd", "cost_basis", "tokens_in", "tokens_out",
+    "tokens_cached", "steps", "orchestration_s", "session_s", "generation_s",
+    # added for the page (after the others, so readers by name and by position both keep working):
+    "label", "status", "trials_expected", "pass_at_1_low", "pass_at_1_high", "solved_rate_low", "solved_rate_high",
+    "cost_per_solved_low_usd", "cost_per_solved_high_usd", "sole_cost_usd", "tokens_in_per_solved", "tokens_out_per_solved",
 ]
 TASK_COLUMNS = ["task_id", "setup", "attempts", "graded", "passed", "cost_usd"]
 PAIR_COLUMNS = ["a", "b", "tasks", *[f"{figure}_{part}" for figure in ("pass_at_1", "solved_rate", "cost_per_solved_usd")
@@ -95,6 +96,14 @@ def task_tallies(setup: Setup, costs: Costs) -> list[TaskTally]:
     return tallies
 
 
+def cost_outside(row: dict[str, Any], tallies: list[TaskTally]) -> Decimal | None:
+    """The setup's cost that no task's tally holds (e.g. attempts interrupted before they were
+    recorded); None when the total is unknown."""
+    if row["total_cost_usd"] is None or any(t.cost_usd is None for t in tallies):
+        return None
+    return Decimal(row["total_cost_usd"]) - sum((t.cost_usd for t in tallies if t.cost_usd is not None), Decimal(0))
+
+
 def task_rows(setups: list[Setup], tallies: dict[str, list[TaskTally]]) -> list[dict[str, Any]]:
     """The task x setup grid, one row a cell."""
     return [{"task_id": t.task_id, "setup": s.name, "attempts": t.attempts, "graded": t.graded, "passed": t.passed,
@@ -108,9 +117,8 @@ def pair_rows(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 for part, value in p[figure].items()}} for p in pairs]
 
 
-def setup_rows(setups: list[Setup], costs: Costs, intervals: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def setup_rows(setups: list[Setup], costs: Costs) -> list[dict[str, Any]]:
     rows = []
-    labels = short_labels(setups)
     for setup in setups:
         results = [t.result for t in setup.trials]
         tasks = sorted({r.task_id for r in results})
@@ -118,36 +126,43 @@ def setup_rows(setups: list[Setup], costs: Costs, intervals: dict[str, dict[str,
         trial_costs = [costs.trials[t.key] for t in setup.trials]
         known = all(c.cost_usd is not None for c in trial_costs)
         total = sum((c.cost_usd for c in trial_costs if c.cost_usd is not None), Decimal(0)) if known else None
-        # Alone on the endpoint: a self-hosted trial's sole cost, a hosted one's own cost.
-        sole = sum((c.cost_usd if c.sole_usd is None else c.sole_usd for c in trial_costs
-                    if c.cost_usd is not None), Decimal(0)) if known else None
         bases = sorted({c.basis for c in trial_costs})
-        bounds = intervals[setup.name]
-        solved = summary["solved_tasks"]
         rows.append({
-            "setup": setup.name, "label": labels[setup.name], "benchmark": setup.labels.get("benchmark"),
-            "harness": setup.labels.get("harness"), "model": setup.model.get("name"),
-            "reasoning": setup.model.get("reasoning"), "env": setup.labels.get("env"), "status": setup.status,
-            "k": setup.k, "tasks": len(tasks), "attempts": len(results), "trials_expected": setup.trials_expected,
-            **{f: summary[f] for f in ("passed", "failed", "errors", "pass_at_1")},
-            "pass_at_1_low": bounds["pass_at_1"]["low"], "pass_at_1_high": bounds["pass_at_1"]["high"],
-            **{f: summary[f] for f in ("pass_at_k", "solved_tasks", "solved_rate")},
-            "solved_rate_low": bounds["solved_rate"]["low"], "solved_rate_high": bounds["solved_rate"]["high"],
+            "setup": setup.name, "benchmark": setup.labels.get("benchmark"), "harness": setup.labels.get("harness"),
+            "model": setup.model.get("name"), "reasoning": setup.model.get("reasoning"), "env": setup.labels.get("env"),
+            "k": setup.k, "tasks": len(tasks), "attempts": len(results),
+            **{f: summary[f] for f in ("passed", "failed", "errors", "pass_at_1", "pass_at_k", "solved_tasks", "solved_rate")},
             "total_cost_usd": money(total),
-            "sole_cost_usd": money(sole),
-            "cost_per_solved_usd": ratio(total, solved),
-            "cost_per_solved_low_usd": bounds["cost_per_solved_usd"]["low"],
-            "cost_per_solved_high_usd": bounds["cost_per_solved_usd"]["high"],
+            "cost_per_solved_usd": ratio(total, summary["solved_tasks"]),
             "cost_per_passing_attempt_usd": ratio(total, summary["passed"]),
             "avg_cost_per_attempt_usd": ratio(total, len(results)),
             "cost_basis": ", ".join(bases) if bases else None,
             **{f: summary[f] for f in ("tokens_in", "tokens_out", "tokens_cached")},
-            "tokens_in_per_solved": round(summary["tokens_in"] / solved) if solved else None,
-            "tokens_out_per_solved": round(summary["tokens_out"] / solved) if solved else None,
             "steps": summary["model_calls"],
             **{f: round(sum(times(t)[f] for t in setup.trials), 4) for f in ("orchestration_s", "session_s", "generation_s")},
         })
     return rows
+
+
+def add_setup_figures(rows: list[dict[str, Any]], setups: list[Setup], costs: Costs,
+                      intervals: dict[str, dict[str, Any]]) -> None:
+    """The page's figures beside setup_rows' own: the short label, the run's status, the cost alone on
+    the endpoint, tokens per solved task and the 95 % intervals (report/stats.py)."""
+    labels = short_labels(setups)
+    for row, setup in zip(rows, setups):
+        trial_costs = [costs.trials[t.key] for t in setup.trials]
+        # Alone on the endpoint: a self-hosted trial's sole cost, a hosted one's own cost.
+        alone = [c.cost_usd if c.sole_usd is None else c.sole_usd for c in trial_costs]
+        solved, bounds = row["solved_tasks"], intervals[setup.name]
+        row.update({
+            "label": labels[setup.name], "status": setup.status, "trials_expected": setup.trials_expected,
+            "sole_cost_usd": None if any(v is None for v in alone) else money(sum(alone, Decimal(0))),
+            "tokens_in_per_solved": round(row["tokens_in"] / solved) if solved else None,
+            "tokens_out_per_solved": round(row["tokens_out"] / solved) if solved else None,
+            **{f"{figure}_{end}": bounds[figure][end] for figure in ("pass_at_1", "solved_rate") for end in ("low", "high")},
+            "cost_per_solved_low_usd": bounds["cost_per_solved_usd"]["low"],
+            "cost_per_solved_high_usd": bounds["cost_per_solved_usd"]["high"],
+        })
 
 
 def difficulty_rows(setups: list[Setup]) -> list[dict[str, Any]]:
