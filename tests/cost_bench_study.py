@@ -3,7 +3,8 @@
 directories: a report over real figures at real sizes.
 
 From per_run.csv: each run is an attempt (run1..run4, k = 4) with its status, times, steps and
-tokens. Opus (Claude Code) is hosted: its cost is the study's billed_usd. The GLM tiers (opencode)
+tokens. Opus (Claude Code) is hosted: its cost is the study's billed_usd (with cache reads that make
+tokens x prices give it). The GLM tiers (opencode)
 are self-hosted: each attempt's `steps` model calls are laid back to back from the start of its
 agent session, generation_s long in all, so the report splits the endpoint's cost by concurrency.
 Where the study's generation_s exceeds session_s (parallel calls, 15 Opus runs) or its session_s
@@ -21,9 +22,9 @@ from pathlib import Path
 STUDY = Path(__file__).parent / "data" / "cost-bench" / "deepswe33-glm-opus48"
 GLM = {"name": "openai/zai-org/GLM-5.2-FP8", "base_url": "https://example-endpoint.invalid/v1",
        "pricing": {"hourly_usd": 56.0281, "billing": "self_hosted"}}  # the study's effective hourly rate
+OPUS = {"input_per_mtok": 5.0, "output_per_mtok": 25.0, "cached_per_mtok": 0.5}  # USD per million tokens
 SETUPS = {  # the study's setup: (directory name, harness, model)
-    "opus": ("deepswe__claude_code__opus__modal", "claude_code",
-             {"name": "anthropic/claude-opus-4-8", "pricing": {"input_per_mtok": 5.0, "output_per_mtok": 25.0}}),
+    "opus": ("deepswe__claude_code__opus__modal", "claude_code", {"name": "anthropic/claude-opus-4-8", "pricing": OPUS}),
     "glm-default": ("deepswe__opencode__glm-default__modal", "opencode", {**GLM, "reasoning": "default"}),
     "glm-high": ("deepswe__opencode__glm-high__modal", "opencode", {**GLM, "reasoning": "high"}),
     "glm-nothink": ("deepswe__opencode__glm-nothink__modal", "opencode", {**GLM, "reasoning": "none"}),
@@ -36,6 +37,14 @@ def iso(epoch: float) -> str:
 
 def per_run() -> list[dict[str, str]]:
     return list(csv.DictReader((STUDY / "per_run.csv").open(encoding="utf-8")))
+
+
+def cached_tokens(tokens_in: int, tokens_out: int, billed_usd: float) -> int:
+    """The study gives Opus's cost, not its cache reads: the cache reads that make tokens x prices
+    that cost (to a few micro-dollars), so the report gives the study's cost however it prices."""
+    fresh_price, read_price = OPUS["input_per_mtok"], OPUS["cached_per_mtok"]
+    full = tokens_in * fresh_price + tokens_out * OPUS["output_per_mtok"]
+    return min(tokens_in, max(0, round((full - billed_usd * 1e6) / (fresh_price - read_price))))
 
 
 def calls(start: float, generation: float, steps: int, tokens_in: int, tokens_out: int) -> list[dict]:
@@ -74,6 +83,8 @@ def write_study(root: Path, drop: dict[str, int] | None = None, status: dict[str
             hosted = setup == "opus"
             usage = {"model_calls": steps, "tokens_in": int(r["tokens_in"]), "tokens_out": int(r["tokens_out"]),
                      "generation_s": generation, "cost_usd": float(r["billed_usd"]) if hosted else 0.0}
+            if hosted:
+                usage["tokens_cached"] = cached_tokens(usage["tokens_in"], usage["tokens_out"], float(r["billed_usd"]))
             lines.append(json.dumps({
                 "task_id": r["task"], "attempt": attempt, "status": "passed" if r["passed"] == "1" else "failed",
                 "usage": usage, "timings": {"agent": session, "total": orchestration},

@@ -132,15 +132,14 @@ def test_verify_recomputes_the_intervals(cli, sweep):  # noqa: F811
             in proc.stderr)
 
 
-def test_the_page_shows_what_the_bill_step_and_the_pricing_record_when_present(sweep):  # noqa: F811
+def test_the_page_shows_what_the_bill_step_and_the_pricing_record_when_present(cli, sweep):  # noqa: F811
     """Fields of the bill step (per-endpoint bill groups with per-interval coverage) and of the pricing
     (retried tries, interrupted attempts, a harness's own figure) are shown when a report holds them."""
-    from agentcompass.report.build import Pricing, build
-    from agentcompass.report.load import load
     from agentcompass.report.page import render
     from agentcompass.report.verify import page_figures
 
-    report = build(load([sweep]), Pricing(hourly_usd=36))
+    assert cli("report", str(sweep), "--hourly-usd", "36").returncode == 0
+    report = json.loads((sweep / "report" / "report.json").read_text())  # the page is rendered from these fields
     none = next(s for s in report["setups"] if s["setup"] == "demo__mini__glm__local__none")
     gpt = next(s for s in report["setups"] if s["setup"] == "demo__mini__gpt__local")
     none.update(retry_cost_usd="0.040000", interrupted_attempts=1)
