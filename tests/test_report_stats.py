@@ -54,8 +54,8 @@ def test_errors_are_kept_out_of_pass_at_1_but_not_of_the_solved_rate():
 
 
 def test_about_95_percent_of_intervals_hold_the_true_rate():
-    # 200 data sets of 60 tasks at a true rate of 0.3: a 95 % interval misses it ~10 times (the percentile
-    # bootstrap runs a little narrow at this size: 0.85 to 0.99 is the band to expect).
+    # 200 data sets of 60 tasks at a true rate of 0.3: a 95 % interval misses it ~10 times (binomial
+    # spread of 200 draws and 400 resamples each: 0.85 to 0.99 is the band to expect).
     rng = random.Random(7)
     held = 0
     for _ in range(200):
@@ -106,3 +106,16 @@ def test_seeded_and_independent_of_the_other_setups():
     alone = analyse({"s": tallies("ppfpf" * 8)})["setups"]["s"]
     again = analyse({"x": tallies("f" * 40), "s": tallies("ppfpf" * 8)})["setups"]["s"]
     assert alone == again
+
+
+def test_a_cost_no_task_holds_is_added_to_every_resample():
+    # 10 tasks at $1, 5 solved: $2 per solved; with $10 of interrupted attempts besides, (10 + 10) / 5 = $4.
+    # Each resample adds the $10 whole: a resample solving s of 10 costs (10 + 10) / s.
+    plain = analyse({"s": tallies("pf" * 5)})["setups"]["s"]["cost_per_solved_usd"]
+    extra = analyse({"s": tallies("pf" * 5)}, {"s": Decimal(10)})["setups"]["s"]["cost_per_solved_usd"]
+    assert float(plain["low"]) <= 2 <= float(plain["high"])
+    assert float(extra["low"]) <= 4 <= float(extra["high"])
+    # On the same draws every resample costs $10 more for as many solved: the bounds are (10 + x) / s, not x / s.
+    assert float(extra["low"]) == pytest.approx(2 * float(plain["low"]), abs=1e-6)
+    unknown = analyse({"s": tallies("pf" * 5)}, {"s": None})["setups"]["s"]["cost_per_solved_usd"]
+    assert unknown == {"low": None, "high": None}

@@ -14,8 +14,9 @@ from typing import Any
 from agentcompass.report.costs import Costs, EndpointPricing, Group, assign
 from agentcompass.report.load import Setup
 from agentcompass.report.stats import METHOD, analyse
-from agentcompass.report.tables import (PAIR_COLUMNS, SETUP_COLUMNS, TASK_COLUMNS, TRIAL_COLUMNS, difficulty_rows, money,
-                                        pair_rows, setup_rows, task_rows, task_tallies, trial_rows)
+from agentcompass.report.tables import (PAIR_COLUMNS, SETUP_COLUMNS, TASK_COLUMNS, TRIAL_COLUMNS, add_setup_figures,
+                                        cost_outside, difficulty_rows, money, pair_rows, setup_rows, task_rows,
+                                        task_tallies, trial_rows)
 from agentcompass.results import now_iso, write_atomic
 from agentcompass.scoring import incomplete_note
 
@@ -53,9 +54,10 @@ def pricing_record(costs: Costs) -> dict[str, Any]:
 
 def build(setups: list[Setup], pricing: Pricing) -> dict[str, Any]:
     costs = assign(setups, pricing.endpoints)
+    rows = setup_rows(setups, costs)
     tallies = {s.name: task_tallies(s, costs) for s in setups}
-    analysis = analyse(tallies)
-    rows = setup_rows(setups, costs, analysis["setups"])
+    analysis = analyse(tallies, {row["setup"]: cost_outside(row, tallies[row["setup"]]) for row in rows})
+    add_setup_figures(rows, setups, costs, analysis["setups"])
     return {
         "generated_at": now_iso(),
         "banners": banners(rows),
@@ -172,6 +174,6 @@ def write(report: dict[str, Any], out: Path) -> Path | None:
         return None
     from agentcompass.report.page import render
 
-    write_atomic(out / "report.html", render(report, SETUP_COLUMNS))
+    write_atomic(out / "report.html", render(report))
     return out / "report.html"
 

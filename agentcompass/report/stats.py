@@ -9,6 +9,8 @@ resample; the interval is the 2.5th and 97.5th percentiles of the recomputed val
   an infrastructure error is no verdict and is kept out of the denominator);
 - solved rate: tasks with a passing attempt / tasks run;
 - cost per solved task: the cost of every attempt / tasks solved (unbounded when a resample solves none).
+  A cost the report cannot give to one task (an attempt interrupted before it was recorded) is
+  added whole to every resample, as it is to the figure itself.
 
 Setups run on the same tasks are resampled with the same draws, so the difference of their
 figures on one resample is a paired difference: the interval of `a - b` shows whether two setups
@@ -82,7 +84,8 @@ def interval(values: list[float | None]) -> tuple[float, float] | None:
     return percentile(ordered, tail), percentile(ordered, 1 - tail)
 
 
-def resampled(groups: dict[str, list[TaskTally]], resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, dict[str, list]]:
+def resampled(groups: dict[str, list[TaskTally]], extra: dict[str, float], resamples: int = RESAMPLES,
+              seed: int = SEED) -> dict[str, dict[str, list]]:
     """Every figure of every setup on each resample. `groups` maps setup names to tallies listed in
     the same task order; all of them get the same draws. A fresh generator per call, so a setup's
     interval never depends on which other setups are in the report."""
@@ -96,7 +99,8 @@ def resampled(groups: dict[str, list[TaskTally]], resamples: int = RESAMPLES, se
         picks = [int(draw() * n) for _ in range(n)]
         for name, figures in parts.items():
             for figure, (numerators, denominators) in figures.items():
-                out[name][figure].append(ratio(sum(map(numerators.__getitem__, picks)),
+                added = extra.get(name, 0.0) if figure == "cost_per_solved_usd" else 0.0
+                out[name][figure].append(ratio(sum(map(numerators.__getitem__, picks)) + added,
                                                sum(map(denominators.__getitem__, picks))))
     return out
 
@@ -124,9 +128,15 @@ def differences(a: list[float | None], b: list[float | None]) -> list[float | No
     return out
 
 
-def analyse(setups: dict[str, list[TaskTally]], resamples: int = RESAMPLES) -> dict[str, Any]:
+def analyse(setups: dict[str, list[TaskTally]], extra_cost: dict[str, Decimal | None] | None = None,
+            resamples: int = RESAMPLES) -> dict[str, Any]:
     """Intervals per setup and paired differences per pair of setups run on the same tasks:
-    {"setups": {name: {figure: {"low", "high"}}}, "pairs": [...]}. Setup order is kept."""
+    {"setups": {name: {figure: {"low", "high"}}}, "pairs": [...]}. Setup order is kept.
+    `extra_cost`: per setup, cost outside its tallies (None: unknown, so no cost interval)."""
+    extra_cost = extra_cost or {}
+    known = {name: name not in extra_cost or extra_cost[name] is not None for name in setups}
+    known = {name: ok and all(t.cost_usd is not None for t in setups[name]) for name, ok in known.items()}
+    extra = {name: float(extra_cost.get(name) or 0) for name in setups}
     by_tasks: dict[tuple[str, ...], list[str]] = {}
     for name, tallies in setups.items():
         by_tasks.setdefault(tuple(sorted(t.task_id for t in tallies)), []).append(name)
@@ -137,25 +147,24 @@ def analyse(setups: dict[str, list[TaskTally]], resamples: int = RESAMPLES) -> d
             per_setup.update({name: {f: {"low": None, "high": None} for f in FIGURES} for name in names})
             continue
         ordered = {name: sorted(setups[name], key=lambda t: t.task_id) for name in names}
-        values = resampled(ordered, resamples)
+        values = resampled(ordered, extra, resamples)
         for name in names:
-            known = all(t.cost_usd is not None for t in ordered[name])
-            per_setup[name] = {f: bounds(f, values[name][f]) if known or f != "cost_per_solved_usd"
+            per_setup[name] = {f: bounds(f, values[name][f]) if known[name] or f != "cost_per_solved_usd"
                                else {"low": None, "high": None} for f in FIGURES}
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                pairs.append(pair(a, b, ordered, values, len(task_ids)))
+                pairs.append(pair(a, b, ordered, values, len(task_ids), known, extra))
     return {"setups": {name: per_setup[name] for name in setups}, "pairs": pairs}
 
 
-def pair(a: str, b: str, tallies: dict[str, list[TaskTally]], values: dict[str, dict[str, list]], tasks: int) -> dict[str, Any]:
+def pair(a: str, b: str, tallies: dict[str, list[TaskTally]], values: dict[str, dict[str, list]], tasks: int,
+         known: dict[str, bool], extra: dict[str, float]) -> dict[str, Any]:
     row: dict[str, Any] = {"a": a, "b": b, "tasks": tasks}
     for figure in FIGURES:
-        known = all(t.cost_usd is not None for t in tallies[a] + tallies[b])
-        if figure == "cost_per_solved_usd" and not known:
+        if figure == "cost_per_solved_usd" and not (known[a] and known[b]):
             row[figure] = {"diff": None, "low": None, "high": None, "differs": None}
             continue
-        point = differences([total(tallies[a], figure)], [total(tallies[b], figure)])[0]
+        point = differences([total(tallies[a], figure, extra[a])], [total(tallies[b], figure, extra[b])])[0]
         spread = differences(values[a][figure], values[b][figure])
         found = interval(spread)
         # An interval that excludes 0 says the tasks tell the two apart; None: nothing to tell by.
@@ -164,7 +173,7 @@ def pair(a: str, b: str, tallies: dict[str, list[TaskTally]], values: dict[str, 
     return row
 
 
-def total(tallies: list[TaskTally], figure: str) -> float | None:
+def total(tallies: list[TaskTally], figure: str, extra: float = 0.0) -> float | None:
     """The figure on the tasks as run (no resampling)."""
     parts = [PARTS[figure](t) for t in tallies]
-    return ratio(sum(p[0] for p in parts), sum(p[1] for p in parts))
+    return ratio(sum(p[0] for p in parts) + (extra if figure == "cost_per_solved_usd" else 0.0), sum(p[1] for p in parts))

@@ -21,7 +21,6 @@ SETUP_COLUMNS = [
     "tokens_out_per_solved", "steps", "orchestration_s", "session_s", "generation_s",
     # added by issue 32 (after the others, so readers by name and by position both keep working):
     "retry_cost_usd", "interrupted_attempts", "reported_cost_usd", "cost_difference_pct",
-
 ]
 # The scoring module's figures a setup row takes as they are (incomplete_by_category: report.json only).
 SUMMARY_FIELDS = ("passed", "failed", "errors", "incomplete", "incomplete_by_category", "not_run", "complete",
@@ -123,6 +122,14 @@ def task_tallies(setup: Setup, costs: Costs) -> list[TaskTally]:
     return tallies
 
 
+def cost_outside(row: dict[str, Any], tallies: list[TaskTally]) -> Decimal | None:
+    """The setup's cost that no task's tally holds (e.g. attempts interrupted before they were
+    recorded); None when the total is unknown."""
+    if row["total_cost_usd"] is None or any(t.cost_usd is None for t in tallies):
+        return None
+    return Decimal(row["total_cost_usd"]) - sum((t.cost_usd for t in tallies if t.cost_usd is not None), Decimal(0))
+
+
 def task_rows(setups: list[Setup], tallies: dict[str, list[TaskTally]]) -> list[dict[str, Any]]:
     """The task x setup grid, one row a cell."""
     return [{"task_id": t.task_id, "setup": s.name, "attempts": t.attempts, "graded": t.graded, "passed": t.passed,
@@ -136,41 +143,28 @@ def pair_rows(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 for part, value in p[figure].items()}} for p in pairs]
 
 
-def setup_rows(setups: list[Setup], costs: Costs, intervals: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def setup_rows(setups: list[Setup], costs: Costs) -> list[dict[str, Any]]:
     rows = []
-    labels = short_labels(setups)
     for setup in setups:
         results = [t.result for t in setup.trials]
         summary = summarize(results, setup.task_ids, setup.k, setup.rule, setup.unrecorded_usage())
         interrupted = costs.unrecorded.get(setup.name)
         trial_costs = [costs.trials[t.key] for t in setup.trials] + ([interrupted] if setup.unrecorded and interrupted else [])
         total = total_of([c.cost_usd for c in trial_costs])
-        # Alone on the endpoint: a self-hosted trial's sole cost, a hosted one's own cost.
-        sole = total_of([c.cost_usd if c.sole_usd is None else c.sole_usd for c in trial_costs])
         reported = [c.reported_usd for c in trial_costs if c.basis.startswith("per-token")]
         ours = total_of([c.cost_usd for c in trial_costs if c.basis.startswith("per-token")])
         bases = sorted({c.basis for c in trial_costs})
-        bounds = intervals[setup.name]
-        solved = summary["solved_tasks"]
         rows.append({
-            "setup": setup.name, "label": labels[setup.name], "benchmark": setup.labels.get("benchmark"),
-            "harness": setup.labels.get("harness"), "model": setup.model.get("name"),
-            "reasoning": setup.model.get("reasoning"), "env": setup.labels.get("env"), "status": setup.status,
-            "k": setup.k, "tasks": summary["tasks"], "attempts": len(results), "trials_expected": setup.trials_expected,
+            "setup": setup.name, "benchmark": setup.labels.get("benchmark"), "harness": setup.labels.get("harness"),
+            "model": setup.model.get("name"), "reasoning": setup.model.get("reasoning"), "env": setup.labels.get("env"),
+            "k": setup.k, "tasks": summary["tasks"], "attempts": len(results),
             **{f: summary[f] for f in SUMMARY_FIELDS},
-            "pass_at_1_low": bounds["pass_at_1"]["low"], "pass_at_1_high": bounds["pass_at_1"]["high"],
-            "solved_rate_low": bounds["solved_rate"]["low"], "solved_rate_high": bounds["solved_rate"]["high"],
             "total_cost_usd": money(total),
-            "sole_cost_usd": money(sole),
-            "cost_per_solved_usd": ratio(total, solved),
-            "cost_per_solved_low_usd": bounds["cost_per_solved_usd"]["low"],
-            "cost_per_solved_high_usd": bounds["cost_per_solved_usd"]["high"],
+            "cost_per_solved_usd": ratio(total, summary["solved_tasks"]),
             "cost_per_passing_attempt_usd": ratio(total, summary["passed"]),
             "avg_cost_per_attempt_usd": ratio(total, len(results)),
             "cost_basis": ", ".join(bases) if bases else None,
             **{f: summary[f] for f in ("tokens_in", "tokens_out", "tokens_cached")},
-            "tokens_in_per_solved": round(summary["tokens_in"] / solved) if solved else None,
-            "tokens_out_per_solved": round(summary["tokens_out"] / solved) if solved else None,
             "steps": summary["model_calls"],
             **{f: round(sum(times(t)[f] for t in setup.trials), 4) for f in ("orchestration_s", "session_s", "generation_s")},
             "retry_cost_usd": money(total_of([c.retry_usd for c in trial_costs])),
@@ -179,6 +173,28 @@ def setup_rows(setups: list[Setup], costs: Costs, intervals: dict[str, dict[str,
             "cost_difference_pct": difference_pct(ours, total_of(reported)) if reported else None,
         })
     return rows
+
+
+def add_setup_figures(rows: list[dict[str, Any]], setups: list[Setup], costs: Costs,
+                      intervals: dict[str, dict[str, Any]]) -> None:
+    """The page's figures beside setup_rows' own: the short label, the run's status, the cost alone on
+    the endpoint, tokens per solved task and the 95 % intervals (report/stats.py)."""
+    labels = short_labels(setups)
+    for row, setup in zip(rows, setups):
+        interrupted = costs.unrecorded.get(setup.name)
+        trial_costs = [costs.trials[t.key] for t in setup.trials] + ([interrupted] if setup.unrecorded and interrupted else [])
+        # Alone on the endpoint: a self-hosted trial's sole cost, a hosted one's own cost.
+        alone = [c.cost_usd if c.sole_usd is None else c.sole_usd for c in trial_costs]
+        solved, bounds = row["solved_tasks"], intervals[setup.name]
+        row.update({
+            "label": labels[setup.name], "status": setup.status, "trials_expected": setup.trials_expected,
+            "sole_cost_usd": None if any(v is None for v in alone) else money(sum(alone, Decimal(0))),
+            "tokens_in_per_solved": round(row["tokens_in"] / solved) if solved else None,
+            "tokens_out_per_solved": round(row["tokens_out"] / solved) if solved else None,
+            **{f"{figure}_{end}": bounds[figure][end] for figure in ("pass_at_1", "solved_rate") for end in ("low", "high")},
+            "cost_per_solved_low_usd": bounds["cost_per_solved_usd"]["low"],
+            "cost_per_solved_high_usd": bounds["cost_per_solved_usd"]["high"],
+        })
 
 
 def difficulty_rows(setups: list[Setup]) -> list[dict[str, Any]]:

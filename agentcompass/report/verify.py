@@ -3,13 +3,16 @@
 Two kinds of check: the report's files against a fresh computation from trials.jsonl,
 model_calls.jsonl (every try's) and the bill; and the raw files against each other (each run's
 summary.json, each trial's call records, timings and window, each hosted cost against tokens x
-prices, each bill's coverage of the generation and its reconciliation)."""
+prices, each bill's coverage of the generation and its reconciliation). report.html is read back too:
+every figure it prints (its cells marked data-figure) and every point of its charts."""
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 from decimal import Decimal
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +41,86 @@ def verify(setups: list[Setup], pricing: Pricing, out: Path) -> list[str]:
         else:
             found = json.loads(path.read_text(encoding="utf-8"))
             mismatches += compare_json(name, undated(json.loads(text)), undated(found))
+    mismatches += check_page(report, out / "report.html")
     return mismatches + check_summaries(setups, report) + check_trials(setups) + check_costs(report) + check_bill(report)
+
+
+VOID_TAGS = {"br", "img", "hr", "wbr", "input", "meta", "link"}
+
+
+class Figures(HTMLParser):
+    """The text of every element marked data-figure, by its key."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: dict[str, str] = {}
+        self.key: str | None = None
+        self.depth = 0
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.key is not None:
+            self.depth += tag not in VOID_TAGS  # <br> has no end tag
+        elif (key := dict(attrs).get("data-figure")) is not None:
+            self.key, self.depth, self.parts = key, 1, []
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.key is not None:
+            self.depth -= 1
+            if self.depth == 0:
+                self.found[self.key] = " ".join(" ".join(self.parts).split())
+                self.key = None
+
+    def handle_data(self, data: str) -> None:
+        if self.key is not None:
+            self.parts.append(data)
+
+
+CHART_CALL = re.compile(r'Plotly\.newPlot\(\s*"([^"]+)",\s*')
+PLOTTED = ("name", "x", "y")
+
+
+def charts(html: str) -> dict[str, list[dict[str, Any]]]:
+    """Each chart's traces as plotted: name, x, y and the error bars."""
+    out = {}
+    decoder = json.JSONDecoder()
+    for match in CHART_CALL.finditer(html):
+        try:
+            data, _ = decoder.raw_decode(html, match.end())
+        except ValueError:
+            data = None
+        out[match.group(1)] = [{**{k: t.get(k) for k in PLOTTED},
+                                **{f"{bar}.{side}": (t.get(bar) or {}).get(side) for bar in ("error_x", "error_y")
+                                   for side in ("array", "arrayminus")}} for t in data or [] if isinstance(t, dict)]
+    return out
+
+
+def page_figures(html: str) -> tuple[dict[str, str], dict[str, list[dict[str, Any]]]]:
+    parser = Figures()
+    parser.feed(html)
+    return parser.found, charts(html)
+
+
+def check_page(report: dict[str, Any], path: Path) -> list[str]:
+    """The numbers report.html prints and plots, read back out of the page, against a fresh rendering."""
+    from agentcompass.report.page import render
+
+    if not path.is_file():
+        return [f"report.html: missing from {path.parent}"]
+    want_cells, want_charts = page_figures(render(report))
+    have_cells, have_charts = page_figures(path.read_text(encoding="utf-8"))
+    out = [differs(f"report.html: {key}", value, have_cells.get(key))
+           for key, value in want_cells.items() if have_cells.get(key) != value]
+    out += [f"report.html: {key} ({value!r}) should not be there" for key, value in have_cells.items() if key not in want_cells]
+    for chart, traces in want_charts.items():
+        found = have_charts.get(chart)
+        if found is None or len(found) != len(traces):
+            out.append(f"report.html: {chart} has {0 if found is None else len(found)} trace(s), recomputed {len(traces)}")
+            continue
+        for want, have in zip(traces, found):
+            out += [differs(f"report.html: {chart}: {want['name']}: {field}", value, have[field])
+                    for field, value in want.items() if have[field] != value]
+    return out
 
 
 def compare_csv(name: str, expected: str, found: str) -> list[str]:
@@ -69,10 +151,13 @@ def differs(field: str, expected: Any, found: Any) -> str:
 
 
 def brief(value: Any) -> str:
+    """A value short enough for one line: itself, else a long list or dict by its length, else cut."""
+    text = repr(value)
+    if len(text) <= BRIEF_CHARS:
+        return text
     if isinstance(value, (list, dict)):
         return f"a {type(value).__name__} of {len(value)}"
-    text = repr(value)
-    return text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS - 3] + "..."
+    return text[:BRIEF_CHARS - 3] + "..."
 
 
 def undated(data: Any) -> Any:
