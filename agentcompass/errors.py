@@ -24,6 +24,12 @@ class SandboxLost(InfraError):
     it was in, the verdict is the infrastructure's, so the trial is retried and never graded."""
 
 
+class BackPressure(InfraError):
+    """The service is at a quota or a rate limit (GCP's QUOTA_EXCEEDED, rateLimitExceeded; Modal's
+    ResourceExhaustedError): nothing is wrong with the trial. It waits with backoff while the env opens fewer
+    sandboxes at once (pacing.Pacer.lower), and the wait is not one of its retries."""
+
+
 class AgentError(TrialError):
     category = "agent"
     retryable = False

@@ -21,6 +21,7 @@ class Pacer:
     def __init__(self, limit: int | None = None, qps: float | None = None,
                  on_waiting: Callable[[int], None] | None = None) -> None:
         self.limit, self.qps = limit, qps
+        self.on_lowered: Callable[[int, str], None] | None = None  # progress: the limit went down, and why
         self.burst = max(1.0, qps or 0.0)  # a full bucket lets this many creations go at once
         self.on_waiting = on_waiting
         self._cond = threading.Condition()
@@ -34,8 +35,15 @@ class Pacer:
         """Wait for a slot and a token (polling `abort`, which ends the wait with InfraError); yields
         the seconds waited and holds the slot until the block ends."""
         start = time.monotonic()
-        if self.limit is None and self.qps is None:
-            yield 0.0
+        if self.limit is None and self.qps is None:  # unpaced: only counted, so that back-pressure knows how many
+            with self._cond:
+                self._open += 1
+            try:
+                yield 0.0
+            finally:
+                with self._cond:
+                    self._open -= 1
+                    self._cond.notify_all()
             return
         self._set_waiting(+1)
         try:
@@ -58,6 +66,19 @@ class Pacer:
             with self._cond:
                 self._open -= 1
                 self._cond.notify_all()
+
+    def lower(self, reason: str) -> int:
+        """Back-pressure (a quota or rate limit the provider met on opening; call it after giving the slot back):
+        from now on at most as many open at once as are open now, never fewer than one. Returns the limit."""
+        with self._cond:
+            lowered = max(1, self._open)
+            changed = self.limit is None or lowered < self.limit
+            if changed:
+                self.limit = lowered
+            limit = self.limit
+        if changed and self.on_lowered is not None:
+            self.on_lowered(limit, reason)
+        return limit
 
     def _delay(self) -> float:
         """0 when a trial may open now, else how long to wait at most before looking again (lock held)."""

@@ -98,6 +98,12 @@ class Progress:
             self._line(f"[{self.done}/{self.total}] {run_prefix(label)}{result.task_id} attempt {result.attempt}: {status} "
                        f"({seconds:.1f}s)" + (f": {reason}" if reason else ""))
 
+    def lowered(self, limit: int, reason: str, label: str = "") -> None:
+        """The env met a quota or rate limit (back-pressure): it opens at most `limit` sandboxes at once now."""
+        with self._lock:
+            self._line(f"[{self.done}/{self.total}] {run_prefix(label)}back-pressure: at most {limit} sandbox(es) open at "
+                       f"once from now on; waiting trials retry with backoff: {first_line(reason, 200)}")
+
     def retrying(self, task_id: str, attempt: int, retry: int, max_retries: int, delay: float, reason: str,
                  label: str = "") -> None:
         with self._lock:

@@ -236,6 +236,7 @@ def schedule(runs: list[OpenRun], concurrency: int, title: str, processes: int |
     with progress_for(runs, title) as progress:
         for lane in lanes:
             lane.runner.pacer.on_waiting = progress.waiting
+            lane.runner.pacer.on_lowered = lambda limit, reason, label=lane.label: progress.lowered(limit, reason, label)
         Scheduler(lanes, concurrency, progress, processes).run()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import re
 import threading
 import time
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 
 from agentcompass.durable import write_file
-from agentcompass.errors import InfraError, TaskRefused, TrialError
+from agentcompass.errors import BackPressure, InfraError, TaskRefused, TrialError
 from agentcompass.pacing import Pacer
 from agentcompass.results import TrialResult, now_iso, write_atomic
 from agentcompass.task import AgentOutcome, Task, Usage
@@ -30,6 +31,16 @@ if TYPE_CHECKING:
 log = structlog.get_logger("agentcompass")
 MAX_SANDBOX_NAME = 120  # docker allows more, but names stay readable in `docker ps`
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]*")
+# Back-pressure (a quota or rate limit met opening the first sandbox): waits with backoff, not tries.
+PRESSURE_FIRST_S, PRESSURE_MAX_S, MAX_PRESSURE_WAITS = 5.0, 120.0, 12
+
+
+class PressureBeforeOpen(Exception):
+    """BackPressure met opening a trial's first sandbox: nothing of the trial exists yet, so it simply waits."""
+
+    def __init__(self, pressure: BackPressure) -> None:
+        super().__init__(str(pressure))
+        self.pressure = pressure
 
 
 @dataclass
@@ -120,10 +131,25 @@ class TrialRunner:
     def run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
         """Run one attempt once the pacer gives it a turn; the wait is its `wait` timing, not its time.
         TrialError escapes for the scheduler to retry or record."""
-        with self.pacer.turn(abort=self.sandboxes.closing.is_set) as waited:
-            result = self._run(task, attempt, trial_dir)
-        if waited:
-            result.timings["wait"] = round(waited, 4)
+        waited_total = 0.0
+        for pressure in range(1, MAX_PRESSURE_WAITS + 1):
+            try:
+                with self.pacer.turn(abort=self.sandboxes.closing.is_set) as waited:
+                    waited_total += waited
+                    result = self._run(task, attempt, trial_dir)
+                break
+            except PressureBeforeOpen as exc:  # a quota or rate limit: not this trial's failure, nor one of its tries
+                if pressure == MAX_PRESSURE_WAITS:
+                    raise InfraError(f"{exc} (still after {MAX_PRESSURE_WAITS} waits)") from exc.pressure
+                self.pacer.lower(str(exc))
+                delay = min(PRESSURE_MAX_S, PRESSURE_FIRST_S * 2 ** (pressure - 1))
+                started = time.monotonic()
+                self.sandboxes.closing.wait(delay / 2 + random.uniform(0, delay / 2))
+                waited_total += time.monotonic() - started
+                if self.sandboxes.closing.is_set():
+                    raise InfraError("interrupted") from exc
+        if waited_total:
+            result.timings["wait"] = round(waited_total, 4)
         return result
 
     def _run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
@@ -147,7 +173,10 @@ class TrialRunner:
         if grading_spec is not None and getattr(self.harness, "submits_only", False):
             spec, grading_spec = grading_spec, None  # no agent works in it: the one sandbox is the fresh one
         with phase("open"):
-            sandbox = TimedSandbox(self.provider.open(spec))
+            try:
+                sandbox = TimedSandbox(self.provider.open(spec))
+            except BackPressure as exc:
+                raise PressureBeforeOpen(exc) from exc
         self.sandboxes.add(sandbox)
         outcome: AgentOutcome | None = None  # made only when the agent fails before giving one
         graded = False

@@ -124,3 +124,20 @@ def test_without_a_runner_image_the_task_script_runs_on_the_batch_vm(client):
     assert not runnable.container.image_uri
     policy = request.job.allocation_policy.instances[0].policy
     assert (policy.boot_disk.image, policy.provisioning_model.name) == ("batch-debian", "STANDARD")
+
+
+def test_the_boot_disk_holds_the_largest_image_and_each_task_removes_what_it_pulled(client, base_image):
+    """Batch reuses a VM for the next task: a disk sized for one image (the largest, twice over, plus room; at
+    least the floor) stays enough only if each task removes the image it pulled."""
+    import subprocess
+
+    from agentcompass.providers.gcp_batch import boot_disk_gb, task_script
+
+    policy = job(boot_disk_gb=64).allocation_policy.instances[0].policy
+    assert policy.boot_disk.size_gb == 64
+    assert boot_disk_gb(100, ["not-here/none:1"]) == 100  # unknown size: the floor
+    size = int(subprocess.run(["docker", "image", "inspect", "--format", "{{.Size}}", base_image],
+                              capture_output=True, text=True, check=True).stdout)
+    assert boot_disk_gb(1, [base_image]) == -(-2 * size // 10**9) + 20
+    script = task_script()
+    assert 'pulled="$IMAGE"' in script and 'docker rmi -f "$pulled"' in script

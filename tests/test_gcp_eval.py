@@ -159,7 +159,10 @@ def test_validate_on_gcp_grades_the_oracle_on_batch(gcp_cli, gcs, calc_repo, cal
 
 
 @pytest.mark.docker
-def test_ctrl_c_deletes_the_job_and_its_blobs(gcp_cli, gcs, calc_repo, calc_image, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("sig, slow_get", [("SIGINT", "0"), ("SIGTERM", "0"), ("SIGTERM", "3")])
+def test_ctrl_c_deletes_the_job_and_its_blobs(gcp_cli, gcs, calc_repo, calc_image, tmp_path, sig, slow_get):  # noqa: F811
+    """The first signal ends the run within seconds while Batch runs a 300 s task, also when it cuts a call short
+    and leaves that client's connection hanging (slow_get): the clean-up runs on fresh clients."""
     import signal
     import sys
     import time
@@ -169,7 +172,7 @@ def test_ctrl_c_deletes_the_job_and_its_blobs(gcp_cli, gcs, calc_repo, calc_imag
     log = tmp_path / "calls.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "shim"), str(TESTS), os.environ.get("PYTHONPATH", "")]),
            fake_gcp.LOG_ENV: str(log), fake_gcp.RUN_TASKS_ENV: "1", fake_gcp.TASK_DELAY_ENV: "300",
-           "STORAGE_EMULATOR_HOST": gcs}
+           fake_gcp.SLOW_GET_ENV: slow_get, "STORAGE_EMULATOR_HOST": gcs}
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentcompass", "eval", "swebench_lite", "--predictions", str(tmp_path / "preds.json"),
          "--env", "gcp", "--results-dir", str(tmp_path / "res"), "--run-name", "cut",
@@ -180,7 +183,8 @@ def test_ctrl_c_deletes_the_job_and_its_blobs(gcp_cli, gcs, calc_repo, calc_imag
     while not (log.exists() and "create_job" in log.read_text()) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert blobs(gcs), "the inputs are uploaded before the job is created"
-    proc.send_signal(signal.SIGINT)
+    time.sleep(1)  # inside the first get_job (slow_get: it takes 3 s)
+    proc.send_signal(getattr(signal, sig))
     started = time.monotonic()
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr

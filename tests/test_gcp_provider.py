@@ -141,12 +141,18 @@ def test_every_sdk_call_binds_to_the_real_signature(fake, sshd, tmp_path):
         "google.auth.default": fake_gcp.REAL["google.auth.default"],
         "BatchServiceClient": fake_gcp.REAL["BatchServiceClient"].__init__,  # cleanup: eval's leftover jobs
         "BatchServiceClient.list_jobs": fake_gcp.REAL["BatchServiceClient"].list_jobs,
+        "MachineTypesClient": fake_gcp.REAL["MachineTypesClient"].__init__,  # sizing the VM to the task
+        "MachineTypesClient.get": compute_v1.MachineTypesClient.get,
+        "RegionsClient": fake_gcp.REAL["RegionsClient"].__init__,  # the regional quotas: the default provider_limit
+        "RegionsClient.get": compute_v1.RegionsClient.get,
+        "OrgPolicyClient": fake_gcp.REAL["OrgPolicyClient"].__init__,  # is OS Login enforced?
+        "OrgPolicyClient.get_effective_policy": fake_gcp.REAL["OrgPolicyClient"].get_effective_policy,
     }
     seen = set()
     for name, args, kwargs in fake_gcp.calls:
         function = real[name]
         method = name != "google.auth.default"
-        if name in ("InstancesClient", "BatchServiceClient"):
+        if name in ("InstancesClient", "BatchServiceClient", "MachineTypesClient", "RegionsClient", "OrgPolicyClient"):
             kwargs = {"credentials": None}
         inspect.signature(function).bind(*((None,) if method else ()), *args, **kwargs)  # TypeError if wrong
         seen.add(name)
@@ -323,7 +329,7 @@ def test_cleanup_deletes_labelled_vms(fake, sshd):
     p.open(SandboxSpec(name=f"ac-{RUN}-other", image="agentcompass/base:bookworm", labels={"agentcompass": "1", "run": "other"}))
     assert p.cleanup(RUN) == 1
     assert [vm.instance.labels["run"] for vm in fake_gcp.vms.values()] == ["other"]
-    assert calls("InstancesClient.aggregated_list")[-1][1][0]["filter"] == f'labels.agentcompass = "1" AND labels.run = "{RUN}"'
+    assert calls("InstancesClient.aggregated_list")[-1][1][0]["filter"] == f'(labels.agentcompass = "1") AND (labels.run = "{RUN}")'
 
 
 def batch_job(job_id: str, **labels: str) -> str:
@@ -499,7 +505,7 @@ def test_cleanup_command_filters_by_run_label(gcp_cli):
     assert run.returncode == 0, run.stderr
     assert "removed 0 gcp sandbox(es) of run 'Gone.Run'" in run.stdout
     [listed] = [c for c in sdk if c["call"] == "InstancesClient.aggregated_list"]
-    assert listed["args"][0]["filter"] == 'labels.agentcompass = "1" AND labels.run = "gone-run"'
+    assert listed["args"][0]["filter"] == '(labels.agentcompass = "1") AND (labels.run = "gone-run")'
     [jobs] = [c for c in sdk if c["call"] == "BatchServiceClient.list_jobs"]  # eval's leftovers too
     assert jobs["kwargs"]["parent"] == f"projects/{fake_gcp.ADC_PROJECT}/locations/us-central1"
 

@@ -58,8 +58,12 @@ def bind_all(sdk: list[dict]) -> set[str]:
     """Bind every recorded call to the real client's signature (TypeError if wrong); returns the calls seen."""
     from google.cloud import batch_v1, compute_v1
 
+    from google.cloud import orgpolicy_v2
+
     real = {"ZonesClient": compute_v1.ZonesClient, "FirewallsClient": compute_v1.FirewallsClient,
-            "InstancesClient": compute_v1.InstancesClient, "BatchServiceClient": batch_v1.BatchServiceClient}
+            "InstancesClient": compute_v1.InstancesClient, "BatchServiceClient": batch_v1.BatchServiceClient,
+            "NetworksClient": compute_v1.NetworksClient, "MachineTypesClient": compute_v1.MachineTypesClient,
+            "RegionsClient": compute_v1.RegionsClient, "OrgPolicyClient": orgpolicy_v2.OrgPolicyClient}
     seen = set()
     for call in sdk:
         owner, _, method = call["call"].partition(".")
@@ -94,7 +98,25 @@ def test_env_check_gcp_ready_names_sources_never_values(fake_cli):
     assert f"project {fake_gcp.ADC_PROJECT} from the credentials' own project" in out
     assert "APIs answer: compute, batch, storage" in out and "firewall rule agentcompass-ssh" in out
     assert "eval bucket: none set" in out
-    assert bind_all(sdk) >= {"ZonesClient.get", "FirewallsClient.list", "BatchServiceClient.list_jobs"}
+    assert bind_all(sdk) >= {"ZonesClient.get", "FirewallsClient.list", "BatchServiceClient.list_jobs", "NetworksClient.get",
+                             "MachineTypesClient.get", "RegionsClient.get", "OrgPolicyClient.get_effective_policy"}
+    assert "VM service account: the Compute default (cloud-platform scope" in out
+
+
+def test_env_check_gcp_shows_quotas_os_login_and_a_missing_network(fake_cli):
+    """What a new project meets in its first hour, before a run: quotas (and so the default provider_limit),
+    an org policy enforcing OS Login, and an organisation without the `default` network."""
+    run, _ = fake_cli("env", "check", "gcp", env_more={fake_gcp.POLICIES_ENV: "compute.requireOsLogin",
+                                                       fake_gcp.QUOTA_ENV: "CPUS=24,IN_USE_ADDRESSES=4",
+                                                       fake_gcp.FIREWALL_ENV: "1"})
+    assert run.returncode == 0, run.stdout
+    assert ("quotas in us-central1: CPUS 0 of 24 used, IN_USE_ADDRESSES 0 of 4 used: at most 4 e2-medium VMs at once "
+            "(the default run.provider_limit; IN_USE_ADDRESSES decides it)") in run.stdout
+    assert "OS Login: enforced by org policy compute.requireOsLogin" in run.stdout
+    assert "network default: exists" in run.stdout
+    run, _ = fake_cli("env", "check", "gcp", env_more={fake_gcp.NETWORKS_ENV: "other", fake_gcp.FIREWALL_ENV: "1"})
+    assert run.returncode == 1 and "network default does not exist" in run.stdout, run.stdout
+    assert "gcloud compute networks create default" in run.stdout
 
 
 def test_env_check_gcp_names_a_disabled_api_and_a_missing_firewall_rule(fake_cli, tmp_path):

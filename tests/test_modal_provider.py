@@ -567,10 +567,33 @@ def test_a_transient_error_is_retried(modal_cli, tmp_path):
     run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(results),
                          "--benchmark-params", '{"limit": 1}', "run.retry_backoff_s=0.1",
                          env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x",
-                              fake_modal.FAIL_ENV: "ResourceExhaustedError:1"})
+                              fake_modal.FAIL_ENV: "ServiceError:1"})
     assert run.returncode == 0, run.stderr
     [trial] = [json.loads(line) for line in next(results.glob("*/*/trials.jsonl")).read_text().splitlines()]
     assert (trial["status"], trial["retries"]) == ("passed", 1)
+
+
+def test_resource_exhausted_is_back_pressure_not_a_retry(modal_cli, tmp_path):
+    """Modal's rate or concurrency limit: the trial waits (with backoff, fewer sandboxes at once) and is not retried."""
+    results = tmp_path / "out"
+    run, sdk = modal_cli("run", "demo", "oracle", "none", "--env", "modal", "--results-dir", str(results),
+                         "--benchmark-params", '{"limit": 1}',
+                         env={"MODAL_TOKEN_ID": "ak-x", "MODAL_TOKEN_SECRET": "as-x",
+                              fake_modal.FAIL_ENV: "ResourceExhaustedError:1"})
+    assert run.returncode == 0, run.stderr
+    [trial] = [json.loads(line) for line in next(results.glob("*/*/trials.jsonl")).read_text().splitlines()]
+    assert (trial["status"], trial["retries"]) == ("passed", 0) and trial["timings"]["wait"] >= 2
+    assert "back-pressure: at most 1 sandbox(es) open at once" in run.stderr
+
+
+def test_the_grading_request_of_swebench_is_cpu_4_as_modal_eval_asks(fake):
+    """swebench's run_evaluation_modal.py creates its sandbox with cpu=4 (a request, no limit): the fresh
+    grading spec's cpu_request of 8 vCPUs is those 4 Modal cores."""
+    from agentcompass.formats.swebench import OFFICIAL_MODAL_GRADING_VCPUS
+
+    provider().open(spec("grade", cpu_request=OFFICIAL_MODAL_GRADING_VCPUS)).close()
+    [(_, _, create)] = calls("Sandbox.create")
+    assert create["cpu"] == 4 and not isinstance(create["cpu"], tuple)
 
 
 def test_env_open_qps_paces_sandbox_creation(modal_cli, tmp_path):

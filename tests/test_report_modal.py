@@ -24,7 +24,14 @@ def bill_rows(tmp_path):
     return path
 
 
+def after_the_run(tmp_path):
+    """The sweep ran at T0 (in the future): the CLI's clock, hours after it, so that every hour of it is over."""
+    (tmp_path / "shim" / "sitecustomize.py").write_text(
+        f"import agentcompass.report.bill as bill\nbill.clock = lambda: {T0 + 5 * 3600}\n")
+
+
 def test_the_modal_bill_of_the_runs_window_is_split_and_verify_needs_no_second_call(modal_cli, real_modal, sweep, tmp_path):  # noqa: F811
+    after_the_run(tmp_path)
     env = {fake_modal.BILLING_ENV: str(bill_rows(tmp_path)), "MODAL_TOKEN_ID": "ak-bill", "MODAL_TOKEN_SECRET": "as-bill"}
     proc, sdk = modal_cli("report", str(sweep), "--bill", "modal", "--modal-app", "glm-endpoint", env=env)
     assert proc.returncode == 0, proc.stderr
@@ -64,7 +71,8 @@ def test_the_modal_bill_of_the_runs_window_is_split_and_verify_needs_no_second_c
     ([], "--bill modal: no Modal credentials"),
     (["MODAL_TOKEN_ID=" + fake_modal.REJECTED_TOKEN], "Modal rejected the credentials"),
 ])
-def test_modal_bill_without_usable_credentials_is_a_user_error(modal_cli, sweep, extra, message):  # noqa: F811
+def test_modal_bill_without_usable_credentials_is_a_user_error(modal_cli, sweep, extra, message, tmp_path):  # noqa: F811
+    after_the_run(tmp_path)
     env = dict(e.split("=", 1) for e in extra) | ({"MODAL_TOKEN_SECRET": "as-x"} if extra else {})
     proc, _ = modal_cli("report", str(sweep), "--bill", "modal", "--modal-app", "glm-endpoint", env=env)
     assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -74,3 +82,27 @@ def test_modal_bill_without_usable_credentials_is_a_user_error(modal_cli, sweep,
 def test_modal_bill_needs_the_endpoints_app(modal_cli, sweep):  # noqa: F811
     proc, sdk = modal_cli("report", str(sweep), "--bill", "modal", env={"MODAL_TOKEN_ID": "a", "MODAL_TOKEN_SECRET": "b"})
     assert proc.returncode == 2 and "--modal-app" in proc.stderr and sdk == []
+
+
+def test_the_modal_pull_ends_at_the_last_complete_hour_and_flags_the_partial_one(real_modal, tmp_path, monkeypatch):  # noqa: F811
+    """The SDK drops a partial final interval: a report made inside the run's last hour pulls the hours that are
+    over and flags that one as not billed yet, instead of counting it as $0."""
+    from datetime import datetime, timezone
+
+    from agentcompass.report.bill import modal_bill
+
+    fake_modal.reset()
+    monkeypatch.setenv("MODAL_CONFIG_PATH", str(tmp_path / "none.toml"))
+    fake_modal.imported()
+    monkeypatch.setitem(__import__("sys").modules, "modal", fake_modal)
+    monkeypatch.setenv(fake_modal.BILLING_ENV, str(bill_rows(tmp_path)))
+    hour = T0 // 3600 * 3600
+    buckets, rows = modal_bill(T0 - 1, T0 + 41, ["glm-endpoint"], {}, "ak-x", "as-x", now=T0 + 600)
+    [(_, _, report)] = [c for c in fake_modal.calls if c[0] == "WorkspaceBillingManager.report"]
+    assert (report["start"], report["end"]) == (datetime.fromtimestamp(hour - 3600, timezone.utc).isoformat(),
+                                                datetime.fromtimestamp(hour, timezone.utc).isoformat())
+    assert [b.start for b in buckets] == [hour - 3600]  # hour 0 is not over: not in the buckets as $0
+    [flagged] = [r for r in rows if r.get("partial")]
+    assert flagged["interval_start"] == datetime.fromtimestamp(hour, timezone.utc).isoformat() and flagged["cost"] is None
+    with pytest.raises(Exception, match="no hour of the run is over yet"):
+        modal_bill(T0 - 1, T0 + 41, ["glm-endpoint"], {}, "ak-x", "as-x", now=hour - 3600 + 5)

@@ -16,10 +16,7 @@ inside the methods that use it, never when the CLI starts.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import math
-import re
 import shlex
 import tarfile
 import tempfile
@@ -32,10 +29,12 @@ from typing import Any
 from pydantic import AliasChoices, Field
 
 from agentcompass.errors import InfraError, UserError
-from agentcompass.providers.docker import KEEP_ALIVE
 from agentcompass.providers.gcp_api import (ROLES_HINT, SCOPES, delete_instance, gcp_credentials, insert_failure,
                                             wait_for)
 from agentcompass.providers.gcp_batch import BatchSettings
+from agentcompass.providers.gcp_vm import (  # noqa: F401  (names and labels: re-exported for gcp_eval and tests)
+    STATE_DIR, disk_gb, instance_name, label_key, label_value, labels_filter, startup_script,
+)
 from agentcompass.providers.modal import DOWNLOAD_SCRIPT, MISSING_EXIT  # the same tar-over-exec download
 from agentcompass.providers.remote import EXEC_MARK, KILL_MARKED, extract_renamed, one_line, upload_archive
 from agentcompass.providers.ssh import EphemeralKey, SshHost
@@ -43,29 +42,6 @@ from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, ca
 from agentcompass.schema import Positive, PositiveInt, Strict
 
 DEFAULT_LIFETIME_S = 2 * 3600  # when neither the settings nor the task say how long a VM may live
-OS_AND_IMAGE_GB = 20  # room on the boot disk beside a task's storage_mb: the OS and the task image
-STATE_DIR = "/var/lib/agentcompass"  # on the VM: start-up log, build context, container status
-
-
-def label_value(text: str) -> str:
-    """A GCP label key or value: lower-case [a-z0-9_-], at most 63 characters (long ones keep a hash)."""
-    value = re.sub(r"[^a-z0-9_-]+", "-", text.lower())
-    return value if len(value) <= 63 else f"{value[:46]}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-
-
-def disk_gb(configured: int, storage_mb: int | None) -> int:
-    """The boot disk: the configured size, or more when the task's [environment] storage_mb needs it. The disk
-    is the trial's own, so the task container gets at least what it asks for (the OS and the image aside)."""
-    return max(configured, math.ceil((storage_mb or 0) / 1024) + OS_AND_IMAGE_GB)
-
-
-def instance_name(name: str) -> str:
-    """An RFC 1035 name for the VM (and its container): [a-z][-a-z0-9]*, at most 63, not ending in '-'."""
-    value = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
-    value = value if value[:1].isalpha() else f"ac-{value}"
-    if len(value) > 63:
-        value = f"{value[:46].rstrip('-')}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
-    return value
 
 
 class GcpProvider:
@@ -86,7 +62,11 @@ class GcpProvider:
         subnetwork: str | None = None
         external_ip: bool = True  # SSH reaches the VM at its external address; false: its internal one
         network_tags: list[str] = ["agentcompass-ssh"]  # the firewall rule allowing SSH targets these
-        service_account: str | None = None
+        # The VMs' service account ("default": the project's Compute default, with the cloud-platform scope, so
+        # a VM can pull private Artifact Registry images); null: none.
+        service_account: str | None = "default"
+        os_login: bool | None = None  # null: detected (org policy compute.requireOsLogin); true: always
+        os_login_account: str | None = None  # whose OS Login profile gets the run's key; default the credentials' e-mail
         spot: bool = False
         labels: dict[str, str] = {}
         image: str | None = None  # run-wide registry image for every task, instead of the task's own
@@ -116,6 +96,12 @@ class GcpProvider:
         self._project: str | None = None
         self._credentials: Any = None
         self._key: EphemeralKey | None = None
+        self._sizing: Any = None
+        self._ssh_user: str | None = None  # the OS Login POSIX user, once the key is imported
+        self._quota_checked = False
+        self._listed = False
+        self._largest_cpus = 0
+        self.default_provider_limit: int | None = None  # from the regional quotas, read by check()
         self.aborting = threading.Event()  # set on Ctrl-C: VMs still booting give up and are deleted
 
     @classmethod
@@ -136,16 +122,65 @@ class GcpProvider:
             if self._instances is None:
                 from google.cloud import compute_v1
 
+                from agentcompass.providers.gcp_sizing import Sizing
+
                 credentials, project = gcp_credentials(self.settings.project_id, self.settings.credentials_file)
                 self._instances = compute_v1.InstancesClient(credentials=credentials)
                 self._credentials, self._project = credentials, project
+                self._sizing = Sizing(credentials, project, self.settings.zone)
             return self._instances, str(self._project)
 
     def _ssh_key(self) -> EphemeralKey:
+        """The run's key; with OS Login (enforced, or os_login: true) imported into the account's profile."""
+        from agentcompass.providers import gcp_oslogin
+
+        self._connect()
         with self._lock:
             if self._key is None:
-                self._key = EphemeralKey()
+                key = EphemeralKey()
+                use = self.settings.os_login
+                if use is None:
+                    use = bool(gcp_oslogin.os_login_enforced(self._credentials, str(self._project)))
+                if use:
+                    account = gcp_oslogin.account_of(self._credentials, self.settings.os_login_account)
+                    self._ssh_user = gcp_oslogin.import_key(self._credentials, str(self._project), account, key.public_line)
+                self._key = key
             return self._key
+
+    @property
+    def ssh_user(self) -> str:
+        return self._ssh_user or self.settings.ssh_user
+
+    def machine_type_for(self, spec: SandboxSpec) -> str:
+        """The configured machine type when the task fits in it, else the smallest e2/n2 type it fits in."""
+        self._connect()
+        cpus, memory = self.settings.cpu or spec.cpus, self.settings.memory or spec.memory_mb
+        return str(self._sizing.choose(self.settings.machine_type, cpus, memory, spec.name).name)
+
+    def _check_quotas(self, spec: SandboxSpec) -> None:
+        """The default provider_limit: as many VMs as the region's CPUS and IN_USE_ADDRESSES quotas leave
+        room for (a new project has 24 vCPUs and 8 addresses), so a run does not start more than fit."""
+        from google.api_core import exceptions as gexc
+
+        from agentcompass.providers.gcp_sizing import describe_quotas, quota_limit, region_quotas
+
+        cpus = self._sizing.choose(self.settings.machine_type, self.settings.cpu or spec.cpus,
+                                   self.settings.memory or spec.memory_mb, spec.name).cpus
+        if self._quota_checked and cpus <= self._largest_cpus:
+            return
+        self._quota_checked, self._largest_cpus = True, max(cpus, self._largest_cpus)
+        region = self.settings.default_region
+        try:
+            quotas = region_quotas(self._credentials, str(self._project), region)
+        except gexc.GoogleAPICallError:  # no right to read quotas: the run goes on, back-pressure still works
+            return
+        room, metric = quota_limit(quotas, self._largest_cpus, self.settings.external_ip)
+        if metric and room == 0:
+            raise UserError(f"GCP quota {metric} in {region} has no room for one more VM of {self._largest_cpus} vCPUs "
+                            f"({describe_quotas(quotas)}); free some, raise the quota (IAM & Admin > Quotas)"
+                            + (", or set external_ip: false" if metric == "IN_USE_ADDRESSES" else ""))
+        if metric:
+            self.default_provider_limit = room
 
     # -- provider protocol ---------------------------------------------------------------
     def check(self, spec: SandboxSpec) -> None:
@@ -159,11 +194,17 @@ class GcpProvider:
             raise UserError(f"task '{spec.name}' names no image and has no environment/Dockerfile; "
                             "pass one with --env-params '{\"image\": \"NAME\"}'")
         instances, project = self._connect()
+        self.machine_type_for(spec)  # refused here, in one line, when no machine type fits the task
+        if self._quota_checked and self._listed:
+            self._check_quotas(spec)
+            return
         try:
             next(iter(instances.aggregated_list(request={"project": project, "max_results": 1,
-                                                         "filter": 'labels.agentcompass = "1"'})), None)
+                                                         "filter": labels_filter({"agentcompass": "1"})})), None)
         except gexc.GoogleAPICallError as exc:
             raise UserError(f"GCP project '{project}' refused to list VMs ({one_line(exc)[:200]}); {ROLES_HINT}") from exc
+        self._listed = True
+        self._check_quotas(spec)
 
     def open(self, spec: SandboxSpec) -> "GcpSandbox":
         instances, project = self._connect()
@@ -178,7 +219,7 @@ class GcpProvider:
                 box.start()
                 return box
             full.append(zone)
-        raise InfraError(f"no capacity for {s.machine_type} in zones {', '.join(full)}; add zones with "
+        raise InfraError(f"no capacity for {self.machine_type_for(spec)} in zones {', '.join(full)}; add zones with "
                          "--env-params '{\"zones\": [...]}' or try later")
 
     def _insert(self, instances: Any, project: str, zone: str, name: str, spec: SandboxSpec, key: EphemeralKey) -> bool:
@@ -220,7 +261,7 @@ class GcpProvider:
 
         s = self.settings
         lifetime = int(s.timeout_s or (spec.lifetime_s or DEFAULT_LIFETIME_S) + s.boot_timeout_s)
-        labels = {label_value(k): label_value(v) for k, v in {**s.labels, **spec.labels}.items()}
+        labels = {label_key(k): label_value(v) for k, v in {**s.labels, **spec.labels}.items()}
         scheduling = compute_v1.Scheduling(max_run_duration=compute_v1.Duration(seconds=max(lifetime, 30)),
                                            instance_termination_action="DELETE", automatic_restart=False,
                                            on_host_maintenance="TERMINATE")
@@ -233,17 +274,22 @@ class GcpProvider:
         if s.subnetwork:
             region = s.region or zone.rsplit("-", 1)[0]
             interface.subnetwork = s.subnetwork if "/" in s.subnetwork else f"regions/{region}/subnetworks/{s.subnetwork}"
-        metadata = {"ssh-keys": f"{s.ssh_user}:{key.public_line}", "enable-oslogin": "FALSE",
-                    "block-project-ssh-keys": "TRUE", "startup-script": startup_script(name, spec, s)}
+        if self._ssh_user:  # OS Login: the key is in the account's profile, metadata keys would be ignored
+            metadata = {"enable-oslogin": "TRUE"}
+        else:
+            metadata = {"ssh-keys": f"{s.ssh_user}:{key.public_line}", "enable-oslogin": "FALSE",
+                        "block-project-ssh-keys": "TRUE"}
+        metadata["startup-script"] = startup_script(name, spec, s)
+        machine_type = self.machine_type_for(spec) if self._sizing is not None else s.machine_type
         resource = compute_v1.Instance(
-            name=name, machine_type=f"zones/{zone}/machineTypes/{s.machine_type}", labels=labels,
+            name=name, machine_type=f"zones/{zone}/machineTypes/{machine_type}", labels=labels,
             disks=[compute_v1.AttachedDisk(boot=True, auto_delete=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
                 source_image=f"projects/{s.vm_image_project}/global/images/family/{s.vm_image_family}",
                 disk_size_gb=disk_gb(s.disk_gb, spec.storage_mb)))],
             network_interfaces=[interface], scheduling=scheduling,
             metadata=compute_v1.Metadata(items=[compute_v1.Items(key=k, value=v) for k, v in metadata.items()]),
             tags=compute_v1.Tags(items=s.network_tags))
-        if s.service_account:
+        if s.service_account and s.service_account.lower() != "none":  # "default": the Compute default account
             resource.service_accounts = [compute_v1.ServiceAccount(email=s.service_account, scopes=SCOPES)]
         return resource
 
@@ -254,7 +300,7 @@ class GcpProvider:
 
         instances, project = self._connect()
         labels = {"agentcompass": "1", **({"run": label_value(run_name)} if run_name else {})}
-        wanted = " AND ".join(f'labels.{key} = "{value}"' for key, value in labels.items())
+        wanted = labels_filter(labels)
         deleted = 0
         for zone, scoped in instances.aggregated_list(request={"project": project, "filter": wanted}):
             for instance in scoped.instances:
@@ -267,36 +313,6 @@ class GcpProvider:
             return deleted
         jobs = BatchJobs(batch_v1.BatchServiceClient(credentials=self._credentials), project, self.settings.default_region)
         return deleted + jobs.delete_labelled(labels)
-
-
-def startup_script(name: str, spec: SandboxSpec, s: GcpProvider.Settings) -> str:
-    """What the VM runs at boot: get the task image, start the task container, write its status."""
-    q = shlex.quote
-    state = f"{STATE_DIR}/{name}"
-    if s.image or spec.image:
-        image = q(s.image or spec.image or "")
-        get_image = f"docker image inspect {image} >/dev/null 2>&1 || docker pull {image}"
-    else:  # the orchestrator sends the build context over SSH once the VM is up
-        image = q(f"agentcompass-task/{name}")
-        build_args = "".join(f" --build-arg {q(f'{k}={v}')}" for k, v in sorted(spec.build_args.items()))
-        get_image = (f"until [ -e {state}/context.tar ]; do sleep 1; done; mkdir -p {state}/context && "
-                     f"tar -xf {state}/context.tar -C {state}/context && docker build{build_args} -t {image} {state}/context")
-    cpus, memory = s.cpu or spec.cpus, s.memory or spec.memory_mb
-    # A task whose phases switch networks starts on the bridge; the sandbox leaves it for a phase without one.
-    network = "bridge" if spec.allow_internet or "public" in spec.network_modes else "none"
-    run = ["docker", "run", "-d", "--name", name, "--init", "--network", network,
-           "-w", spec.workdir, "--entrypoint", "/bin/sh"]
-    run += [f"--cpus={cpus}"] if cpus else []
-    run += [f"--memory={memory}m"] if memory else []
-    run += [a for k, v in spec.labels.items() for a in ("--label", f"{k}={v}")]
-    run += [a for k, v in spec.env.items() for a in ("-e", f"{k}={v}")]
-    return "\n".join([
-        "#!/bin/bash", f"# agentcompass: bring up the task container of {name}",
-        f"mkdir -p {state} && exec >>{state}/startup.log 2>&1",
-        f"[ -e {state}/status ] && exit 0  # a reboot starts no second container",
-        f"( {get_image} ) && {{ docker rm -f {name} >/dev/null 2>&1; "
-        f"{' '.join(q(a) for a in run)} {image} {' '.join(q(a) for a in KEEP_ALIVE)}; }}",
-        f"echo $? > {state}/status.part && mv {state}/status.part {state}/status", ""])
 
 
 class GcpSandbox:
@@ -326,7 +342,7 @@ class GcpSandbox:
             instance = self.instances.get(project=self.project, zone=self.zone, instance=self.id)
             interface = instance.network_interfaces[0]
             address = interface.access_configs[0].nat_i_p if s.external_ip and interface.access_configs else interface.network_i_p
-            self.ssh = SshHost(address, s.ssh_port, s.ssh_user, self._key)
+            self.ssh = SshHost(address, s.ssh_port, self.provider.ssh_user, self._key)
             self.ssh.connect(deadline, self.provider.aborting)
             state = f"{STATE_DIR}/{self.id}"
             if not (s.image or self.spec.image) and self.spec.build_context:

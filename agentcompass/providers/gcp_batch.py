@@ -34,9 +34,30 @@ class BatchSettings(Strict):
     memory_mib: PositiveInt = 15 * 1024  # the VM keeps some of its 16 GB for itself
     runner_image: str | None = None  # None: the task script runs on the Batch VM; else in this image (bash, curl, docker CLI)
     vm_image: str = "batch-debian"  # the Batch VM's OS image (has Docker and curl)
+    # The Batch VMs' boot disk, in GB: at least this, more when the instance images are known to be larger
+    # (twice the largest image the local engine holds, plus room). Each task removes its image when done, as
+    # Batch reuses a VM for the next task: the disk holds one image at a time, not all of them.
+    boot_disk_gb: PositiveInt = 100
     task_overhead_s: PositiveInt = 1800  # image pull and start, on top of the recipe's verify timeout
     job_timeout_s: PositiveInt = 24 * 3600  # the orchestrator stops waiting (and deletes the job) after this
     max_retry_count: int = Field(2, ge=0, le=10)  # Batch retries a task whose script failed (infra)
+
+
+def boot_disk_gb(floor: int, images: list[str]) -> int:
+    """The boot disk for tasks of these images: the floor, or room for the largest image twice over (a pull
+    unpacks beside the compressed layers) plus 20 GB for the OS and the grading, when the local engine knows
+    the images' sizes; an image it does not hold counts as fitting the floor."""
+    import subprocess
+
+    largest = 0
+    for image in sorted(set(images)):
+        try:
+            done = subprocess.run(["docker", "image", "inspect", "--format", "{{.Size}}", image], capture_output=True,
+                                  text=True, timeout=10)
+            largest = max(largest, int(done.stdout.strip() or 0) if done.returncode == 0 else 0)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            continue
+    return max(floor, -(-2 * largest // 10**9) + 20 if largest else 0)
 
 
 def task_script() -> str:
@@ -46,7 +67,8 @@ def task_script() -> str:
 def job_definition(*, script: str, task_count: int, parallelism: int, machine_type: str,
                    cpu_milli: int, memory_mib: int, environment: dict[str, str], labels: dict[str, str],
                    max_run_duration_s: int, runner_image: str | None = None, vm_image: str = "batch-debian",
-                   max_retry_count: int = 2, spot: bool = False, service_account: str | None = None) -> Any:
+                   max_retry_count: int = 2, spot: bool = False, service_account: str | None = None,
+                   boot_disk_gb: int = 100) -> Any:
     """A job of `task_count` tasks, `parallelism` at once, each running `script`: on the Batch VM, or in
     the runner container with the VM's Docker socket (either way it starts the instance's own image)."""
     from google.cloud import batch_v1
@@ -64,9 +86,9 @@ def job_definition(*, script: str, task_count: int, parallelism: int, machine_ty
         environment=batch_v1.Environment(variables=environment))
     policy = batch_v1.AllocationPolicy.InstancePolicy(
         machine_type=machine_type, provisioning_model="SPOT" if spot else "STANDARD",
-        boot_disk=batch_v1.AllocationPolicy.Disk(image=vm_image))
+        boot_disk=batch_v1.AllocationPolicy.Disk(image=vm_image, size_gb=boot_disk_gb))
     allocation = batch_v1.AllocationPolicy(instances=[batch_v1.AllocationPolicy.InstancePolicyOrTemplate(policy=policy)])
-    if service_account:
+    if service_account and service_account.lower() not in ("default", "none"):  # "default": Batch's own default
         allocation.service_account = batch_v1.ServiceAccount(email=service_account)
     return batch_v1.Job(
         task_groups=[batch_v1.TaskGroup(task_spec=task_spec, task_count=task_count, parallelism=parallelism)],

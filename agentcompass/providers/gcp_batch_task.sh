@@ -24,13 +24,17 @@ put() { curl -fsS --retry 5 "${auth[@]}" -X POST -H 'Content-Type: application/o
 
 work=$(mktemp -d)
 container="agentcompass-batch-${AGENTCOMPASS_JOB:-job}-$index"
-trap 'docker rm -f "$container" >/dev/null 2>&1; rm -rf "$work"' EXIT
+# Batch runs the next task on the same VM: leave its disk as it was, the image this task pulled removed too.
+pulled=""
+trap 'docker rm -f "$container" >/dev/null 2>&1; [ -n "$pulled" ] && docker rmi -f "$pulled" >/dev/null 2>&1; rm -rf "$work"' EXIT
 get "inputs/$index/task.env" "$work/task.env" && get "inputs/$index/files.tar" "$work/files.tar" ||
   { echo "task $index: cannot fetch its inputs" >&2; exit 1; }
 # shellcheck source=/dev/null
 . "$work/task.env"  # IMAGE, WORKDIR, CONTAINER_ENV (docker run arguments), COMMAND, OUTPUTS
-docker image inspect "$IMAGE" >/dev/null 2>&1 || docker pull -q "$IMAGE" >/dev/null ||
-  { echo "task $index: cannot pull $IMAGE" >&2; exit 1; }
+if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
+  docker pull -q "$IMAGE" >/dev/null || { echo "task $index: cannot pull $IMAGE" >&2; exit 1; }
+  pulled="$IMAGE"
+fi
 docker rm -f "$container" >/dev/null 2>&1  # a retried task's leftover
 docker run -d --name "$container" --label "agentcompass-batch=${AGENTCOMPASS_JOB:-job}" --init -w "$WORKDIR" \
   "${CONTAINER_ENV[@]}" --entrypoint /bin/sh "$IMAGE" -c 'trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done' \

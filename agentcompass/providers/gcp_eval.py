@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from agentcompass.task import Task
 
 log = structlog.get_logger("agentcompass")
+CLEANUP_S = 10.0  # after an interrupt, how long deleting the job and the blobs may hold the exit
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"  # google-cloud-storage's emulator setting; the task script gets it too
 
 
@@ -151,7 +152,7 @@ class BatchEvaluation:
         self.bucket.upload_inputs(predictions, manifest)
 
     def job(self) -> Any:
-        from agentcompass.providers.gcp_batch import job_definition, task_script
+        from agentcompass.providers.gcp_batch import boot_disk_gb, job_definition, task_script
 
         s, batch = self.settings, self.settings.batch
         environment = {"AGENTCOMPASS_BUCKET": self.bucket.bucket_name, "AGENTCOMPASS_PREFIX": self.bucket.prefix,
@@ -167,7 +168,8 @@ class BatchEvaluation:
             machine_type=batch.machine_type, cpu_milli=batch.cpu_milli, memory_mib=batch.memory_mib,
             environment=environment, labels=labels, max_run_duration_s=verify + batch.task_overhead_s,
             runner_image=batch.runner_image, vm_image=batch.vm_image, max_retry_count=batch.max_retry_count,
-            spot=s.spot, service_account=s.service_account)
+            spot=s.spot, service_account=s.service_account,
+            boot_disk_gb=boot_disk_gb(batch.boot_disk_gb, [i.work.image for i in self.items if i.work is not None]))
 
     # -- the run -------------------------------------------------------------------------
     def run(self, pending: list[tuple["Task", int]]) -> None:
@@ -184,6 +186,7 @@ class BatchEvaluation:
         try:
             self.bucket.ensure(self.settings.batch.bucket_location or self.region, self.settings.batch.blob_ttl_days)
             self.upload_inputs()
+            name = f"{self.jobs.parent}/jobs/{self.job_id}"  # known before submit: an interrupt there still deletes it
             name = self.jobs.submit(self.job_id, self.job())
             print(f"gcp batch: job {name}, {len(self.items)} task(s), inputs at {self.bucket.url()}",
                   file=sys.stderr, flush=True)
@@ -201,10 +204,15 @@ class BatchEvaluation:
                                             f"{failure or 'the job ended without it'}")
         except KeyboardInterrupt as exc:
             self.stop.set()
+            restore_handlers(previous)
+            self.finish_interrupted(name)
             raise Interrupted() from exc
-        finally:
+        except BaseException:
             restore_handlers(previous)
             self.finish(name)
+            raise
+        restore_handlers(previous)
+        self.finish(name)
 
     def collect(self) -> None:
         """Grade every task that finished since the last look. A read that fails (GCS hiccup) is tried again at
@@ -244,6 +252,28 @@ class BatchEvaluation:
                              started_at=iso(item.started), finished_at=now_iso())
         self.store.record(result)
         self.progress.finished(result)
+
+    def finish_interrupted(self, name: str | None) -> None:
+        """After Ctrl-C or SIGTERM: the same clean-up, on fresh clients (the signal may have cut a call short on the
+        old ones, leaving a connection that hangs) and bounded, so the process ends within seconds; what is left
+        then is said, and goes by `agentcompass cleanup --env gcp` or the bucket's lifecycle rule."""
+        from google.cloud import batch_v1, storage
+
+        from agentcompass.providers.gcp_batch import BatchJobs
+
+        def clean() -> None:
+            credentials = self.provider._connect_batch()[0]
+            self.jobs = BatchJobs(batch_v1.BatchServiceClient(credentials=credentials), self.project, self.region)
+            self.bucket.client, self.bucket._bucket = storage.Client(project=self.project, credentials=credentials), None
+            self.finish(name)
+
+        cleaner = threading.Thread(target=clean, name="batch-cleanup", daemon=True)
+        cleaner.start()
+        cleaner.join(CLEANUP_S)
+        if cleaner.is_alive():
+            print(f"interrupted: still deleting Batch job {name or '(not created)'} and {self.bucket.url()}; if they "
+                  f"remain: agentcompass cleanup --env gcp --run-name {self.prepared.resolved.run.run_name}",
+                  file=sys.stderr, flush=True)
 
     def finish(self, name: str | None) -> None:
         """Delete the job (its VMs go with it) and the run's blobs, unless they are to be kept."""

@@ -150,6 +150,7 @@ def gcp_readiness(settings: Any, live: bool, config_source: str = "") -> Readine
     else:
         report.facts.append("APIs answer: compute, batch, storage")
     network = settings.git_network or settings.network
+    vm_checks(report, credentials, project, settings, region, network)
     try:
         rule = ssh_firewall_rule(credentials, project, network, list(settings.network_tags))
     except Exception as exc:  # the compute API's own failure is reported above
@@ -165,3 +166,54 @@ def gcp_readiness(settings: Any, live: bool, config_source: str = "") -> Readine
                         "eval bucket: none set (eval on gcp needs environments.gcp.batch.bucket; `agentcompass config gcp` "
                         "creates one)")
     return report
+
+
+def vm_checks(report: Readiness, credentials: Any, project: str, settings: Any, region: str, network: str) -> None:
+    """What `run --env gcp` would meet at its first VM: the network, the machine type, the regional quotas
+    (and so the default provider_limit) and an enforced OS Login."""
+    from google.api_core import exceptions as gexc
+    from google.cloud import compute_v1
+
+    from agentcompass.providers.gcp_oslogin import CONSTRAINT, os_login_enforced
+    from agentcompass.providers.gcp_sizing import Sizing, describe_quotas, quota_limit, region_quotas
+
+    try:
+        compute_v1.NetworksClient(credentials=credentials).get(project=project, network=network.rsplit("/", 1)[-1])
+        report.facts.append(f"network {network}: exists")
+    except gexc.NotFound:
+        report.fail(f"network {network} does not exist in project {project} (many organisations have no 'default')",
+                    f"set environments.gcp.network to one of `gcloud compute networks list --project {project}`, or "
+                    f"gcloud compute networks create {network} --subnet-mode=auto --project {project}")
+    except gexc.GoogleAPICallError as exc:
+        report.facts.append(f"network {network}: cannot tell ({one_line(exc)[:150]})")
+    kind = Sizing(credentials, project, settings.zone).lookup(settings.machine_type)
+    if kind is None:
+        report.fail(f"machine type {settings.machine_type} does not exist in zone {settings.zone}",
+                    f"pick one of `gcloud compute machine-types list --zones {settings.zone}`")
+        return
+    report.facts.append(f"machine type {kind.name}: {kind.cpus} vCPUs, {kind.memory_mb} MiB (a task that needs more "
+                        "gets the smallest e2/n2 type it fits in)")
+    try:
+        quotas = region_quotas(credentials, project, region)
+    except gexc.GoogleAPICallError as exc:
+        report.facts.append(f"regional quotas: cannot read them ({one_line(exc)[:150]})")
+    else:
+        room, metric = quota_limit(quotas, kind.cpus, settings.external_ip)
+        if metric and room == 0:
+            report.fail(f"quotas in {region}: {describe_quotas(quotas)}: no room for one more {kind.name} VM",
+                        "free some, or raise the quota (IAM & Admin > Quotas)")
+        elif metric:
+            report.facts.append(f"quotas in {region}: {describe_quotas(quotas)}: at most {room} {kind.name} VMs at once "
+                                f"(the default run.provider_limit; {metric} decides it)")
+    enforced = os_login_enforced(credentials, project)
+    if settings.os_login or enforced:
+        report.facts.append(f"OS Login: {'enforced by org policy ' + CONSTRAINT if enforced else 'on (os_login: true)'}; "
+                            "the run imports its SSH key into the account's OS Login profile (needs "
+                            "roles/compute.osAdminLogin)")
+    else:
+        report.facts.append("OS Login: not enforced" if enforced is False else
+                            f"OS Login: cannot read the org policy {CONSTRAINT} (assumed off; set os_login: true if on)")
+    account = settings.service_account
+    report.facts.append(f"VM service account: {account if account and account != 'default' else 'the Compute default'}"
+                        " (cloud-platform scope: VMs can pull private Artifact Registry images)"
+                        if account and account.lower() != "none" else "VM service account: none")

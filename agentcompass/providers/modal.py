@@ -25,7 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 
-from agentcompass.errors import BuildFailed, FatalInfraError, InfraError, TrialError, UserError
+from agentcompass.errors import BackPressure, BuildFailed, FatalInfraError, InfraError, TrialError, UserError
 from agentcompass.providers.modal_setup import (  # noqa: F401  (modal_credentials: re-exported for tests)
     CREDENTIALS_HINT, ModalCredentials, import_modal, modal_credentials, modal_readiness,
 )
@@ -382,6 +382,8 @@ def classify(exc: Exception, what: str) -> TrialError:
     import modal
 
     text = f"{what}: {one_line(exc)[:300]}"
+    if isinstance(exc, modal.exception.ResourceExhaustedError):  # the account's rate or concurrency limit
+        return BackPressure(f"{text}; opening fewer sandboxes at once and waiting")
     if any(isinstance(exc, getattr(modal.exception, n, ())) for n in TRANSIENT):
         return InfraError(text)
     if any(isinstance(exc, getattr(modal.exception, n, ())) for n in FATAL):

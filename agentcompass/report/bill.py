@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -14,6 +15,7 @@ from agentcompass.errors import UserError
 from agentcompass.report.split import Bucket
 
 HOUR_S = 3600.0
+clock = time.time  # what "now" is for the Modal pull (tests of a run in the future set their own)
 RESOLUTION_S = {"h": HOUR_S, "d": 24 * HOUR_S}
 FILE_HINT = ("a bill is a .json list (or {\"buckets\": [...]}) or a .csv, each row with interval_start "
              "(ISO time with its UTC offset, or epoch seconds) and cost, optionally interval_end (default: one hour later)")
@@ -90,22 +92,34 @@ def utc(moment: datetime) -> datetime:
 
 
 def modal_bill(start: float, end: float, app_names: list[str], tags: dict[str, str],
-               token_id: str | None = None, token_secret: str | None = None) -> tuple[list[Bucket], list[dict[str, Any]]]:
+               token_id: str | None = None, token_secret: str | None = None,
+               now: float | None = None) -> tuple[list[Bucket], list[dict[str, Any]]]:
     """Modal's hourly workspace billing report for [start, end), the rows of the endpoint's app
-    (by name) or carrying the preset's tags; returns the buckets and the raw rows kept."""
-    import modal
+    (by name) or carrying the preset's tags; returns the buckets and the raw rows kept.
 
-    from agentcompass.providers.modal import CREDENTIALS_HINT, modal_credentials
+    The SDK reports complete intervals only (a partial last one is dropped), so the pull ends at the last
+    hour that is over: an hour of the run still going on is not billed yet, and is flagged in the rows
+    (`partial`) and on stderr rather than counted as $0."""
+    import sys
+
+    from agentcompass.providers.modal import CREDENTIALS_HINT, import_modal, modal_credentials
 
     credentials = modal_credentials(token_id, token_secret)
     if credentials is None:
         raise UserError(f"--bill modal: {CREDENTIALS_HINT}")
-    hour_start = datetime.fromtimestamp(start // HOUR_S * HOUR_S, timezone.utc)
-    hour_end = datetime.fromtimestamp(-(-end // HOUR_S) * HOUR_S, timezone.utc)  # the whole last hour
+    modal = import_modal(credentials)
+    hour_start = start // HOUR_S * HOUR_S
+    wanted_end = -(-end // HOUR_S) * HOUR_S  # the whole last hour of the run
+    complete_end = (clock() if now is None else now) // HOUR_S * HOUR_S  # the last hour that is over
+    pull_end = min(wanted_end, complete_end)
+    if pull_end <= hour_start:
+        raise UserError(f"--bill modal: no hour of the run is over yet (Modal bills whole hours); run the report after "
+                        f"{datetime.fromtimestamp(hour_start + HOUR_S, timezone.utc):%H:%M} UTC")
     try:
         client = modal.Client.from_credentials(credentials.token_id, credentials.token_secret)
         items = modal.Workspace.from_context(client=client).billing.report(
-            start=hour_start, end=hour_end, resolution="h", tag_names=sorted(tags) or None)
+            start=datetime.fromtimestamp(hour_start, timezone.utc), end=datetime.fromtimestamp(pull_end, timezone.utc),
+            resolution="h", tag_names=sorted(tags) or None)
     except modal.exception.AuthError as exc:
         raise UserError(f"--bill modal: Modal rejected the credentials ({exc}); {CREDENTIALS_HINT}") from None
     except (modal.exception.Error, OSError) as exc:
@@ -114,4 +128,13 @@ def modal_bill(start: float, end: float, app_names: list[str], tags: dict[str, s
             or (tags and all(item["tags"].get(k) == v for k, v in tags.items()))]
     rows = [{"object_id": i["object_id"], "description": i["description"], "interval_start": utc(i["interval_start"]).isoformat(),
              "cost": str(i["cost"]), "tags": dict(i["tags"])} for i in kept]
-    return buckets_of(rows), rows
+    buckets = buckets_of(rows)
+    partial = [pull_end + n * HOUR_S for n in range(int((wanted_end - pull_end) // HOUR_S))]
+    for hour in partial:
+        rows.append({"description": "partial hour: not over yet, not billed by Modal", "partial": True,
+                     "interval_start": datetime.fromtimestamp(hour, timezone.utc).isoformat(), "cost": None})
+    if partial:
+        print(f"--bill modal: the hour from {datetime.fromtimestamp(partial[0], timezone.utc):%H:%M} UTC is not over yet; "
+              "Modal reports whole hours only, so its cost is not in this report; report again after "
+              f"{datetime.fromtimestamp(wanted_end, timezone.utc):%H:%M} UTC", file=sys.stderr, flush=True)
+    return buckets, rows
