@@ -285,7 +285,7 @@ def fields_at(schema: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
 def check_impl_settings(kind: str, block: HarnessConfig | EnvConfig, provenance: Provenance) -> Any:
     """Let the implementation class validate its own keys (its `Settings` model); returns the class."""
     cls = resolve(kind, block.impl or block.name)
-    settings_model = getattr(cls, "Settings", None)
+    settings_model = own_settings(cls)
     if settings_model is not None:
         settings = block.model_extra if block.model_extra is not None else {}
         for name, alias in aliases_of(settings_model):
@@ -300,6 +300,19 @@ def check_impl_settings(kind: str, block: HarnessConfig | EnvConfig, provenance:
             if alias in settings:  # one spelling for `config show`, run.json and the provider
                 settings[name] = settings.pop(alias)
     return cls
+
+
+def owner_of(cls: type, name: str) -> type | None:
+    return next((c for c in cls.__mro__ if name in c.__dict__), None)
+
+
+def own_settings(cls: type) -> type[BaseModel] | None:
+    """The `Settings` model of the constructor that will take the keys: a user's subclass of a shipped harness
+    with an `__init__` of its own (and its own keys) is not held to its parent's settings."""
+    settings_owner, init_owner = owner_of(cls, "Settings"), owner_of(cls, "__init__")
+    if settings_owner is None or (init_owner is not None and not issubclass(settings_owner, init_owner)):
+        return None
+    return settings_owner.__dict__["Settings"]
 
 
 def aliases_of(settings_model: type[BaseModel]) -> list[tuple[str, str]]:

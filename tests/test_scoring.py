@@ -195,7 +195,8 @@ def test_report_on_an_interrupted_run_is_over_the_selection(cli, tmp_path):
     assert (row["pass_at_1"], row["pass_at_1_tasks"], row["not_run"]) == ("0.5", "2", "4")
     assert "six__oracle__none__local: the run is interrupted, not completed" in report.stdout
     page = (run_dir / "report" / "report.html").read_text()
-    assert "the run is interrupted, not completed" in page
+    banner = page.split('id="banner-incomplete"')[1].split("</div>")[0]  # the page's incomplete-runs banner
+    assert "run interrupted" in banner and "2 of 6 attempts recorded" in banner
     assert summary_of(run_dir)["solved_rate"] == pytest.approx(1 / 6, abs=1e-6)
     verified = cli("report", str(run_dir), "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
