@@ -71,9 +71,9 @@ def results(tmp_path_factory) -> Path:
 
 
 class Viewer:
-    def __init__(self, *args: str):
+    def __init__(self, *args: str, env: dict[str, str] | None = None):
         self.proc = subprocess.Popen([sys.executable, "-m", "agentcompass", "view", *args, "--port", "0"],
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
         line = self.proc.stderr.readline()  # type: ignore[union-attr]
         found = re.search(r"(http://\S+)", line)
         assert found, line
@@ -257,3 +257,21 @@ def test_each_setup_links_to_the_report_made_over_its_sweep(results, cli):
         assert page.status_code == 200 and "<html" in page.text.lower()
     finally:
         viewer.stop()
+
+
+def test_the_report_links_each_setup_into_a_running_viewer_and_not_once_it_stopped(results, cli, tmp_path):
+    cache = {"AGENTCOMPASS_CACHE_DIR": str(tmp_path / "cache")}
+    viewer = Viewer(str(results), env=cache)
+    try:
+        assert cli("report", str(results / "tiers"), env=cache).returncode == 0
+        page = (results / "tiers" / "report" / "report.html").read_text()
+        links = re.findall(r'<a href="([^"]+)">', page.split('id="viewer-links"')[1].split("</p>")[0])
+        assert sorted(links) == sorted(f"{viewer.base}/run?run=0/tiers/{d.name}".replace("=", "%3D").replace(
+            "run?run%3D", "run?run=") for d in (results / "tiers").glob("demo__*"))
+        assert all(httpx.get(link).status_code == 200 for link in links)
+        assert cli("report", str(results / "tiers"), "--verify", env=cache).returncode == 0  # a link is no figure
+    finally:
+        viewer.stop()
+    assert cli("report", str(results / "tiers"), env=cache).returncode == 0
+    assert 'id="viewer-links"' not in (results / "tiers" / "report" / "report.html").read_text()
+    assert list((tmp_path / "cache" / "viewers").glob("*.json")) == []  # the viewer removed its entry

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from agentcompass.errors import UserError
+from agentcompass.live_viewers import register as register_viewer
 
 DEFAULT_PORT = 8765
 
@@ -67,12 +68,18 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
         port = server.servers[0].sockets[0].getsockname()[1] if server.servers else args.port
         shown = f"[{args.host}]" if ":" in args.host else args.host
         url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+        registered.append(register_viewer(url.split("?")[0], roots))  # for `report`'s links (never the token)
         print(f"agentcompass view: {url}  (Ctrl-C to stop)", file=sys.stderr, flush=True)
         if args.open:
             import webbrowser
 
             webbrowser.open(url)
 
+    registered: list[Path | None] = []
     server.startup = announce  # type: ignore[method-assign]
-    server.run()
+    try:
+        server.run()
+    finally:
+        for path in filter(None, registered):
+            path.unlink(missing_ok=True)
     return 0

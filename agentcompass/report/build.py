@@ -174,6 +174,9 @@ def write(report: dict[str, Any], out: Path) -> Path | None:
         return None
     from agentcompass.report.page import render
 
-    write_atomic(out / "report.html", render(report))
+    from agentcompass.live_viewers import link_to
+
+    viewer = {row["setup"]: url for row, path in zip(report["setups"], report["inputs"]) if (url := link_to(Path(path)))}
+    write_atomic(out / "report.html", render(report, viewer))
     return out / "report.html"
 

@@ -172,7 +172,14 @@ def why_not_plotted(s: dict[str, Any]) -> str:
     return "none solved" if not s["solved_tasks"] else "$0 per solved task: a log axis has no 0"
 
 
-def render(report: dict[str, Any]) -> str:
+def viewer_links(setups: list[dict[str, Any]], viewer: dict[str, str]) -> str:
+    """Links into a running `agentcompass view` (not a figure: --verify leaves it out)."""
+    links = [f'<a href="{escape(viewer[s["setup"]])}">{escape(s["label"])}</a>' for s in setups if s["setup"] in viewer]
+    return f'<p class="note" id="viewer-links">Trajectories in agentcompass view: {", ".join(links)}</p>' if links else ""
+
+
+def render(report: dict[str, Any], viewer: dict[str, str] | None = None) -> str:
+    """The page; `viewer`: setup -> its grid in a running viewer, linked under the heading."""
     setups = order(report["setups"])
     labels = {s["setup"]: s["label"] for s in setups}
     cost_chart, rates_chart, breakdown_chart = chart_html(setups)
@@ -189,6 +196,7 @@ def render(report: dict[str, Any]) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>agentcompass report</title><style>{STYLE}</style></head>
 <body>
 <h1>Which setup solves the most per dollar?</h1>
+{viewer_links(setups, viewer or {})}
 {''.join(banners(report))}
 {answer(setups, report["statistics"]["pairs"])}
 <section>{cost_chart}</section>
