@@ -10,7 +10,6 @@ directory only."""
 from __future__ import annotations
 
 import html
-import json
 import secrets
 from urllib.parse import quote
 from pathlib import Path
@@ -162,7 +161,3 @@ class TokenGate:
                 await send(message)
             return await self.app(scope, receive, send_with_cookie)
         return await self.app(scope, receive, send)
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, indent=1, default=str)
