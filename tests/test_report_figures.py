@@ -102,8 +102,9 @@ def test_verify_reads_the_numbers_printed_in_report_html(cli, demo, tmp_path):  
 def test_verify_reads_the_points_of_the_charts(cli, sweep):  # noqa: F811
     assert cli("report", str(sweep), "--hourly-usd", "36").returncode == 0
     page = sweep / "report" / "report.html"
-    # gpt-x's point: $0.025 per solved task; move it to $0.02.
-    tamper(page, '"name":"gpt-x · mini","x":[0.025]', '"name":"gpt-x · mini","x":[0.02]')
+    # gpt-x's point: $0.025 per solved task; move it to $0.02. The chart data is JSON as the standard
+    # library writes it (whether or not orjson is installed): the name's middle dot is escaped.
+    tamper(page, '"name":"gpt-x \\u00b7 mini","x":[0.025]', '"name":"gpt-x \\u00b7 mini","x":[0.02]')
     proc = cli("report", str(sweep), "--verify")
     assert proc.returncode == 1
     assert "report.html: chart-cost-vs-solved: gpt-x · mini: x: expected [0.025], found [0.02]" in proc.stderr

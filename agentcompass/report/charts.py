@@ -22,9 +22,13 @@ def import_plotly() -> Any:
 
     try:
         import plotly.graph_objects as go
+        import plotly.io
         from plotly.subplots import make_subplots
     except ImportError:
         raise UserError("the report's charts need plotly: pip install 'agentcompass[report]'") from None
+    # Plotly's "auto" engine writes orjson's spelling of the charts' data when orjson happens to be
+    # installed and the standard library's otherwise: pin one, so a page reads the same everywhere.
+    plotly.io.json.config.default_engine = "json"
     return go, make_subplots
 
 

@@ -15,7 +15,10 @@ from testbed_image import build_testbed_image
 
 ANCHOR = "swebench 5.0.2"
 MODEL = "org/model"
-EVAL = ("#!/bin/bash\nset -uxo pipefail\ncd /testbed\n: '>>>>> Start Test Output'\n"
+# The markers are xtrace lines (stderr) and the results echo lines (stdout): Docker reads the two pipes
+# apart, so their order in the log is a race (a result before the start marker is not graded). One
+# stream keeps the order as written, as a real test run's seconds between marker and output do.
+EVAL = ("#!/bin/bash\nset -uxo pipefail\nexec 2>&1\ncd /testbed\n: '>>>>> Start Test Output'\n"
         "if grep -q '^c' win.txt; then echo 'PASSED t.py::test_fix'; else echo 'FAILED t.py::test_fix'; fi\n"
         "echo 'PASSED t.py::test_keep'\n: '>>>>> End Test Output'\n")
 FIX = "diff --git a/win.txt b/win.txt\n--- a/win.txt\n+++ b/win.txt\n@@ -1,2 +1,2 @@\n a\r\n-b\r\n+c\r\n"
