@@ -21,11 +21,11 @@ import httpx
 import pytest
 import yaml
 
-from agentcompass.gateway import Gateway
-from agentcompass.providers.local import LocalProvider
-from agentcompass.sandbox import SandboxSpec
-from agentcompass.schema import GatewaySettings, ModelConfig
-from agentcompass.trial import TrialContext
+from agentcompass.gateway.server import Gateway
+from agentcompass.providers.local.provider import LocalProvider
+from agentcompass.core.sandbox import SandboxSpec
+from agentcompass.core.schema import GatewaySettings, ModelConfig
+from agentcompass.core.trial import TrialContext
 from docker_networks import subnet_only_network as subnet_only_network_of
 from gateway_upstream import KEY, ScriptedUpstream, serving
 
@@ -277,7 +277,7 @@ def test_a_docker_container_reaches_the_gateway(upstream, base_image, tmp_path, 
     """A task without internet (on `none`, or a Harbor phase that left its network) is put on the run's
     internal network, which reaches this host. On the default bridge of Debian's docker.io and on a network
     made with `--subnet` alone the network's IPAM names no gateway: the container's endpoint does."""
-    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.providers.docker.provider import DockerProvider
 
     if network == "subnet-only":
         network = request.getfixturevalue("subnet_only_network")
@@ -324,7 +324,7 @@ def probe_args(tmp_path: Path, url: str, run_name: str, *extra: str, mode: str =
 
 
 def test_a_sweep_sends_each_tier_on_every_call_and_stops_each_gateway(upstream, tmp_path):
-    from agentcompass.cli import main
+    from agentcompass.commands.cli import main
 
     args = probe_args(tmp_path, upstream.url, "sweep", "-m", "model.reasoning=none,high,max",
                       "--env-params", '{"isolation": "none"}')
@@ -396,7 +396,7 @@ def test_a_gateway_the_sandboxes_cannot_reach_is_refused_before_the_run(tmp_path
 
 def test_a_remote_sandbox_gets_the_public_url_or_a_refusal(upstream, tmp_path):
     """modal and gcp sandboxes cannot reach this machine: they are given run.gateway.public_url (a tunnel)."""
-    from agentcompass.errors import UserError
+    from agentcompass.core.errors import UserError
 
     model = ModelConfig(**{**GLM, "base_url": f"{upstream.url}/v1", "api_key": KEY})
     remote = object()  # any sandbox that is neither local nor docker
@@ -411,7 +411,7 @@ def test_a_remote_sandbox_gets_the_public_url_or_a_refusal(upstream, tmp_path):
 # -- cost: each call's tokens x the model's price ------------------------------------------------
 def litellm_prices(name: str) -> dict[str, float]:
     """The per-token prices of litellm's bundled map, read from the map itself (not through our pricing)."""
-    from agentcompass.models import import_litellm
+    from agentcompass.core.models import import_litellm
 
     return import_litellm().model_cost[name]
 

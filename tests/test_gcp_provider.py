@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import fake_gcp
-from agentcompass.errors import UserError
-from agentcompass.sandbox import TRUNCATION_MARK, SandboxSpec
+from agentcompass.core.errors import UserError
+from agentcompass.core.sandbox import TRUNCATION_MARK, SandboxSpec
 from conftest import IN_CI
 from harbor_factory import add_toml, make_recipe, make_sidecar_task, make_task, schema_fixtures
 
@@ -85,7 +85,7 @@ def settings(sshd, **more):
 
 
 def provider(sshd, **more):
-    from agentcompass.providers.gcp import GcpProvider
+    from agentcompass.providers.gcp.provider import GcpProvider
 
     return GcpProvider(**settings(sshd, **more))
 
@@ -186,8 +186,8 @@ def test_insert_request_carries_machine_image_labels_key_and_ttl(fake, sshd):
 def test_settings_shape_the_vm():
     pytest.importorskip("google.cloud.compute_v1")
     pytest.importorskip("paramiko")
-    from agentcompass.providers.gcp import GcpProvider
-    from agentcompass.providers.ssh import EphemeralKey
+    from agentcompass.providers.gcp.provider import GcpProvider
+    from agentcompass.providers.gcp.ssh import EphemeralKey
 
     p = GcpProvider(spot=True, service_account="runner@p.iam.gserviceaccount.com", network="ignored",
                     git_network="coop-vpc", subnetwork="coop-sub", external_ip=False, timeout_s=900,
@@ -205,7 +205,7 @@ def test_settings_shape_the_vm():
 
 
 def test_labels_and_names_fit_gcp_rules():
-    from agentcompass.providers.gcp import instance_name, label_value
+    from agentcompass.providers.gcp.provider import instance_name, label_value
 
     long = "Run_" + "X" * 100
     assert len(label_value(long)) <= 63 and label_value(long) == label_value(long).lower()
@@ -231,7 +231,7 @@ def test_a_transient_failure_is_retried_as_a_new_request(fake, sshd, monkeypatch
 
 
 def test_every_zone_full_is_an_infra_error(fake, sshd, monkeypatch):
-    from agentcompass.errors import InfraError
+    from agentcompass.core.errors import InfraError
 
     monkeypatch.setenv(fake_gcp.EXHAUSTED_ENV, "us-central1-a,us-central1-b")
     with pytest.raises(InfraError, match="no capacity") as err:
@@ -240,7 +240,7 @@ def test_every_zone_full_is_an_infra_error(fake, sshd, monkeypatch):
 
 
 def test_permission_denied_is_not_retried_and_names_the_role(fake, sshd, monkeypatch):
-    from agentcompass.providers.gcp_api import GcpRefused
+    from agentcompass.providers.gcp.api import GcpRefused
 
     monkeypatch.setenv(fake_gcp.DENIED_ENV, "1")
     with pytest.raises(GcpRefused, match="roles/compute.instanceAdmin.v1") as err:
@@ -258,7 +258,7 @@ def test_a_stale_vm_of_the_same_trial_is_replaced(fake, sshd):
 
 
 def test_a_failed_start_up_deletes_the_vm(fake, sshd):
-    from agentcompass.errors import InfraError
+    from agentcompass.core.errors import InfraError
 
     with pytest.raises(InfraError, match="start-up failed"):
         provider(sshd).open(spec(image="agentcompass-no-such/image:never"))
@@ -317,7 +317,7 @@ def test_close_deletes_the_vm_and_its_container_once(fake, sshd):
     box.close()
     box.close()
     assert len(calls("InstancesClient.delete")) == 1 and containers() == []
-    from agentcompass.errors import InfraError
+    from agentcompass.core.errors import InfraError
 
     with pytest.raises(InfraError, match="closed"):
         box.exec("true")
@@ -368,7 +368,7 @@ def test_cleanup_with_the_batch_api_off_deletes_vms_only(fake, sshd, monkeypatch
 
 # -- credentials ----------------------------------------------------------------------------------
 def test_project_precedence(fake, sshd, monkeypatch):
-    from agentcompass.providers.gcp_api import gcp_credentials
+    from agentcompass.providers.gcp.api import gcp_credentials
 
     assert gcp_credentials()[1] == fake_gcp.ADC_PROJECT
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "env-project")
@@ -562,8 +562,8 @@ def test_harbor_fields_gcp_cannot_honour_are_refused(gcp_cli, base_image, tmp_pa
 def test_storage_mb_sizes_the_boot_disk():
     pytest.importorskip("google.cloud.compute_v1")
     pytest.importorskip("paramiko")
-    from agentcompass.providers.gcp import GcpProvider
-    from agentcompass.providers.ssh import EphemeralKey
+    from agentcompass.providers.gcp.provider import GcpProvider
+    from agentcompass.providers.gcp.ssh import EphemeralKey
 
     def disk(storage_mb, **settings):
         vm = GcpProvider(**settings).instance_resource("us-central1-a", "ac-x", spec(storage_mb=storage_mb), EphemeralKey())
@@ -588,7 +588,7 @@ def test_list_envs_shows_gcp(cli):
 # -- live GCP (opt in) ------------------------------------------------------------------------------
 @pytest.mark.gcp
 def test_live_gcp_vm_round_trip(request, tmp_path):
-    from agentcompass.providers.gcp import GcpProvider
+    from agentcompass.providers.gcp.provider import GcpProvider
 
     if not request.config.getoption("--run-gcp"):
         pytest.skip("live GCP test: opt in with --run-gcp (needs ADC and a project with the Compute API)")

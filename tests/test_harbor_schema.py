@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.errors import UserError
-from agentcompass.formats.harbor import HarborFormat
-from agentcompass.formats.harbor_schema import TaskConfig, unknown_fields
-from agentcompass.schema import Recipe
+from agentcompass.core.errors import UserError
+from agentcompass.formats.harbor.format import HarborFormat
+from agentcompass.formats.harbor.schema import TaskConfig, unknown_fields
+from agentcompass.core.schema import Recipe
 from harbor_factory import add_toml, make_recipe, make_multi_step, make_task, schema_fixtures
 
 # Every field of schema 1.3 (Harbor's own spelling), as one task might write them.

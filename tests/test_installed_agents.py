@@ -116,7 +116,7 @@ def run_agent(tmp: Path, cache: Path, harness: str, llm: FakeLLM, *args: str, en
 
 def token_price(preset: str, usage: dict) -> float:
     """One reply's cost from litellm's bundled map itself (not through agentcompass's pricing)."""
-    from agentcompass.models import import_litellm
+    from agentcompass.core.models import import_litellm
 
     p = import_litellm().model_cost[PRICED_AS[preset]]
     cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import structlog
 
-from agentcompass.errors import InfraError, SandboxLost, UserError
-from agentcompass.providers.local import REMOVER, LocalProvider, python_environment
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, TRUNCATION_MARK, SandboxSpec
+from agentcompass.core.errors import InfraError, SandboxLost, UserError
+from agentcompass.providers.local.provider import REMOVER, LocalProvider, python_environment
+from agentcompass.core.sandbox import DEFAULT_OUTPUT_CAP, TRUNCATION_MARK, SandboxSpec
 from conftest import IN_CI, REPO, make_venv
 from harbor_factory import make_recipe, make_task
 
@@ -222,8 +222,8 @@ def test_a_command_that_leaves_a_daemon_returns_when_it_ends(sandbox, how):
 # which is pytest's own size late in a long session, not this runner's.
 RUNNER = """
 import json, re, sys, threading
-from agentcompass.providers.local import LocalProvider
-from agentcompass.sandbox import SandboxSpec
+from agentcompass.providers.local.provider import LocalProvider
+from agentcompass.core.sandbox import SandboxSpec
 box = LocalProvider(isolation=sys.argv[1], root=sys.argv[2]).open(SandboxSpec(name="t"))
 result = box.exec(sys.argv[3], timeout=120)
 print(json.dumps({"exit_code": result.exit_code, "stdout_len": len(result.stdout), "stderr_len": len(result.stderr),

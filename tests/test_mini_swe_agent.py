@@ -428,8 +428,8 @@ def test_a_submission_is_handed_over_only_where_the_config_submits_something():
     ("bedrock/us.anthropic.claude-opus-4-1", True), ("openai/gpt-5-mini", False),
 ])
 def test_prompt_caching_as_mini_swe_agent_sets_it(name, cached):
-    from agentcompass.models import Meter
-    from agentcompass.schema import ModelConfig
+    from agentcompass.core.models import Meter
+    from agentcompass.core.schema import ModelConfig
 
     lm = harness(prompt_config="swebench")._model(Meter(ModelConfig(name=name)), {})
     assert lm.config.set_cache_control == ("default_end" if cached else None)
@@ -473,8 +473,8 @@ def test_an_outage_keeps_every_token_spent_and_counts_the_failed_requests(tmp_pa
 def test_the_prompt_configs_interpreter_env_and_bash_env_hold_on_the_local_provider(tmp_path, isolation):
     """As under mini's `docker exec -e K=V IMAGE bash -c CMD`: BASH_ENV is sourced once, by the command's shell."""
     from agentcompass.harnesses.mini_swe_agent import SandboxEnvironment
-    from agentcompass.providers.local import LocalProvider
-    from agentcompass.sandbox import SandboxSpec
+    from agentcompass.providers.local.provider import LocalProvider
+    from agentcompass.core.sandbox import SandboxSpec
 
     box = LocalProvider(isolation=isolation, root=str(tmp_path / "ws")).open(SandboxSpec(name="t", workdir="/app"))
     try:
@@ -496,8 +496,8 @@ def test_a_submission_over_the_exec_output_cap_is_handed_over_whole(tmp_path):
     from minisweagent.exceptions import Submitted
 
     from agentcompass.harnesses.mini_swe_agent import SandboxEnvironment
-    from agentcompass.providers.local import LocalProvider
-    from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, SandboxSpec, TRUNCATION_MARK
+    from agentcompass.providers.local.provider import LocalProvider
+    from agentcompass.core.sandbox import DEFAULT_OUTPUT_CAP, SandboxSpec, TRUNCATION_MARK
 
     sandbox = LocalProvider(isolation="auto").open(SandboxSpec(name="t", workdir=str(tmp_path), runs_on_host=True))
     env = SandboxEnvironment(sandbox, str(tmp_path), {}, 60, _time.monotonic() + 600, log=lambda text: None)

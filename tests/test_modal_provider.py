@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import fake_modal
-from agentcompass.task import LIFETIME_MARGIN_S, Task
-from agentcompass.errors import InfraError, SandboxLost, UserError
-from agentcompass.sandbox import TRUNCATION_MARK, SandboxSpec
+from agentcompass.core.task import LIFETIME_MARGIN_S, Task
+from agentcompass.core.errors import InfraError, SandboxLost, UserError
+from agentcompass.core.sandbox import TRUNCATION_MARK, SandboxSpec
 from harbor_factory import make_recipe, make_task
 
 TESTS = Path(__file__).resolve().parent
@@ -51,7 +51,7 @@ def fake(monkeypatch, real_modal, tmp_path):
 
 
 def provider(**settings):
-    from agentcompass.providers.modal import ModalProvider
+    from agentcompass.providers.modal.provider import ModalProvider
 
     return ModalProvider(**{"token_id": "ak-test", "token_secret": SECRET, **settings})
 
@@ -74,7 +74,7 @@ def sandbox(fake):
 
 # -- the SDK boundary -----------------------------------------------------------------------------
 def test_every_sdk_call_binds_to_the_real_signature(fake, real_modal, tmp_path):
-    from agentcompass.providers.modal import ModalProvider
+    from agentcompass.providers.modal.provider import ModalProvider
 
     context = tmp_path / "env"
     context.mkdir()
@@ -174,14 +174,14 @@ def test_the_docs_parameter_table_reaches_sandbox_create(fake):
 def test_image_and_named_image_together_are_refused():
     from pydantic import ValidationError
 
-    from agentcompass.providers.modal import ModalProvider
+    from agentcompass.providers.modal.provider import ModalProvider
 
     with pytest.raises(ValidationError, match="not both"):
         ModalProvider.Settings(image="a", named_image="b")
 
 
 def test_a_missing_named_image_stops_the_run(fake):
-    from agentcompass.errors import FatalInfraError
+    from agentcompass.core.errors import FatalInfraError
 
     with pytest.raises(FatalInfraError, match="not found"):
         provider(named_image="missing-image").open(spec())
@@ -191,7 +191,7 @@ def test_a_missing_named_image_stops_the_run(fake):
                                          ("NotFoundError", True), ("ServiceError", False),
                                          ("ResourceExhaustedError", False), ("ConnectionError", False)])
 def test_errors_are_retried_or_stop_the_run_by_class(fake, monkeypatch, kind, fatal):
-    from agentcompass.errors import FatalInfraError
+    from agentcompass.core.errors import FatalInfraError
 
     monkeypatch.setenv(fake_modal.FAIL_ENV, kind)
     with pytest.raises((FatalInfraError, InfraError)) as err:
@@ -201,7 +201,7 @@ def test_errors_are_retried_or_stop_the_run_by_class(fake, monkeypatch, kind, fa
 
 
 def test_a_failed_image_build_is_reported_once_per_image(fake, tmp_path):
-    from agentcompass.errors import BuildFailed
+    from agentcompass.core.errors import BuildFailed
 
     context = tmp_path / "environment"
     context.mkdir()
@@ -217,8 +217,8 @@ def test_a_failed_image_build_is_reported_once_per_image(fake, tmp_path):
 
 
 def test_sandbox_names_follow_modals_rule_and_stay_unique(fake):
-    from agentcompass.providers.modal import modal_name
-    from agentcompass.trial import sandbox_name
+    from agentcompass.providers.modal.provider import modal_name
+    from agentcompass.core.trial import sandbox_name
 
     names = {modal_name(sandbox_name("run", "tâche-" + "x" * 150, attempt)) for attempt in (1, 2, 3)}
     assert len(names) == 3
@@ -242,7 +242,7 @@ def test_the_fake_refuses_what_the_sdk_refuses(fake):
 
 def test_tags_hold_only_modals_characters_and_stay_distinct(fake):
     """Run names and task ids may hold any character; Modal's tag rule is [a-zA-Z0-9._-]{1,63}."""
-    from agentcompass.providers.modal import modal_tag
+    from agentcompass.providers.modal.provider import modal_tag
 
     box = provider().open(SandboxSpec(name="t1", workdir="/app", image="python:3.11-slim",
                                       labels={"agentcompass": "1", "run": "my run/2 ü", "trial": "org/task:" + "x" * 80 + ".1"}))
@@ -415,7 +415,7 @@ def test_upload_and_download_files_and_directories(sandbox, tmp_path):
 
 # -- credentials ----------------------------------------------------------------------------------
 def test_credentials_precedence(fake, monkeypatch, tmp_path):
-    from agentcompass.providers.modal import ModalProvider
+    from agentcompass.providers.modal.provider import ModalProvider
 
     toml = tmp_path / "modal.toml"
     toml.write_text('[other]\ntoken_id = "ak-other"\ntoken_secret = "as-other"\n'
@@ -435,7 +435,7 @@ def test_credentials_precedence(fake, monkeypatch, tmp_path):
 
 
 def test_missing_credentials_name_the_three_sources(fake):
-    from agentcompass.providers.modal import ModalProvider
+    from agentcompass.providers.modal.provider import ModalProvider
 
     with pytest.raises(UserError) as err:
         ModalProvider().check(spec())
@@ -589,7 +589,7 @@ def test_resource_exhausted_is_back_pressure_not_a_retry(modal_cli, tmp_path):
 def test_the_grading_request_of_swebench_is_cpu_4_as_modal_eval_asks(fake):
     """swebench's run_evaluation_modal.py creates its sandbox with cpu=4 (a request, no limit): the fresh
     grading spec's cpu_request of 8 vCPUs is those 4 Modal cores."""
-    from agentcompass.formats.swebench import OFFICIAL_MODAL_GRADING_VCPUS
+    from agentcompass.formats.swebench.format import OFFICIAL_MODAL_GRADING_VCPUS
 
     provider().open(spec("grade", cpu_request=OFFICIAL_MODAL_GRADING_VCPUS)).close()
     [(_, _, create)] = calls("Sandbox.create")
@@ -690,7 +690,7 @@ def test_interrupt_terminates_every_sandbox(modal_cli, slow_bench, tmp_path, sig
 
 
 def test_cleanup_terminates_tagged_sandboxes(fake):
-    from agentcompass.providers.modal import ModalProvider
+    from agentcompass.providers.modal.provider import ModalProvider
 
     p = provider()
     p.open(spec("a"))
@@ -847,7 +847,7 @@ def test_list_envs_shows_readiness_without_the_network(modal_cli, tmp_path):
 # -- live Modal (opt in) ----------------------------------------------------------------------------
 @pytest.fixture
 def live(request, real_modal):
-    from agentcompass.providers.modal import modal_credentials
+    from agentcompass.providers.modal.provider import modal_credentials
 
     if not request.config.getoption("--run-modal"):
         pytest.skip("live Modal test: opt in with --run-modal")
@@ -857,7 +857,7 @@ def live(request, real_modal):
 
 @pytest.mark.modal
 def test_live_modal_sandbox_round_trip(live, tmp_path):
-    from agentcompass.providers.modal import ModalProvider
+    from agentcompass.providers.modal.provider import ModalProvider
 
     p = ModalProvider(timeout_s=300)
     s = SandboxSpec(name=f"ac-live-{uuid.uuid4().hex[:8]}", workdir="/app", image="python:3.11-slim",
@@ -894,7 +894,7 @@ def test_sandbox_lifetime_defaults_to_the_tasks_timeouts_plus_a_margin():
 
 def test_the_trial_gives_the_sandbox_the_harness_time_limit(tmp_path):
     from agentcompass.harnesses.mini_swe_agent import MiniSweAgentHarness
-    from agentcompass.trial import OpenSandboxes, TrialRunner
+    from agentcompass.core.trial import OpenSandboxes, TrialRunner
 
     class Refuse:
         specs: list = []

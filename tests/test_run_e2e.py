@@ -76,8 +76,8 @@ def test_k_attempts_and_unbiased_pass_at_k(cli, tmp_path):
 
 FLAKY_PROVIDER = textwrap.dedent("""
     from pathlib import Path
-    from agentcompass.errors import InfraError
-    from agentcompass.providers.local import LocalProvider
+    from agentcompass.core.errors import InfraError
+    from agentcompass.providers.local.provider import LocalProvider
 
     class FlakyProvider(LocalProvider):
         '''Fails the first `failures` opens of every trial, as a flaky cloud would.'''

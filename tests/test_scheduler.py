@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.durable import DurableAppender
-from agentcompass.scheduler import RetryPolicy
+from agentcompass.core.durable import DurableAppender
+from agentcompass.core.scheduler import RetryPolicy
 from harbor_factory import make_file_tasks, make_recipe
 
 PLUGIN = '''
 import os, resource, time
 from pathlib import Path
-from agentcompass.errors import InfraError
+from agentcompass.core.errors import InfraError
 from agentcompass.harnesses.oracle import OracleHarness
-from agentcompass.task import Usage
+from agentcompass.core.task import Usage
 
 
 class BusyHarness(OracleHarness):
@@ -291,22 +291,22 @@ class SleepingRunner:
     provider = type("Provider", (), {"name": "waits", "fork_safe": False})()
 
     def __init__(self) -> None:
-        from agentcompass.pacing import Pacer
-        from agentcompass.trial import OpenSandboxes
+        from agentcompass.core.pacing import Pacer
+        from agentcompass.core.trial import OpenSandboxes
         self.pacer, self.sandboxes, self.starts = Pacer(), OpenSandboxes(), []
 
     def run(self, task, attempt, trial_dir):
-        from agentcompass.results import TrialResult, now_iso
+        from agentcompass.core.results import TrialResult, now_iso
         self.starts.append(time.monotonic())
         time.sleep(0.3)
         return TrialResult(task_id=task.id, attempt=attempt, status="passed", started_at=now_iso(), finished_at=now_iso())
 
 
 def test_first_trials_start_spaced_apart_then_keep_their_pace(tmp_path):
-    from agentcompass.progress import Progress
-    from agentcompass.results import ResultsStore
-    from agentcompass.scheduler import START_SPACING_S, Lane, Scheduler
-    from agentcompass.task import Task
+    from agentcompass.core.progress import Progress
+    from agentcompass.core.results import ResultsStore
+    from agentcompass.core.scheduler import START_SPACING_S, Lane, Scheduler
+    from agentcompass.core.task import Task
 
     threads = 120
     runner = SleepingRunner()
@@ -325,10 +325,10 @@ def test_first_trials_start_spaced_apart_then_keep_their_pace(tmp_path):
 
 
 def test_an_interrupt_during_the_first_round_spacing_starts_nothing_more(tmp_path):
-    from agentcompass.progress import Progress
-    from agentcompass.results import ResultsStore
-    from agentcompass.scheduler import Interrupted, Lane, Scheduler
-    from agentcompass.task import Task
+    from agentcompass.core.progress import Progress
+    from agentcompass.core.results import ResultsStore
+    from agentcompass.core.scheduler import Interrupted, Lane, Scheduler
+    from agentcompass.core.task import Task
 
     runner = SleepingRunner()
     lane = Lane(runner, ResultsStore(tmp_path / "run"), RetryPolicy(0, 0),

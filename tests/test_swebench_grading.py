@@ -174,7 +174,7 @@ def official_report(rows: Path, run_dir: Path, instance_id: str) -> dict:
     from swebench.harness.grading import get_eval_report
     from swebench.harness.utils import make_test_spec
 
-    from agentcompass.formats.swebench_data import instance_for_test_spec, normalize_row
+    from agentcompass.formats.swebench.data import instance_for_test_spec, normalize_row
 
     row = next(r for r in map(json.loads, rows.read_text().splitlines()) if r["instance_id"] == instance_id)
     spec = make_test_spec(instance_for_test_spec(normalize_row(row), row.get("image") or "img"))
@@ -354,7 +354,7 @@ def test_image_assets_are_restored_before_the_tests(cli, calc_repo, tmp_path):
     assert (trial_dir / "image_assets" / "tests__baseline.png").read_bytes() == baseline
     from swebench.harness.utils import make_test_spec
 
-    from agentcompass.formats.swebench_data import instance_for_test_spec, normalize_row
+    from agentcompass.formats.swebench.data import instance_for_test_spec, normalize_row
 
     official_script = _inject_asset_restore(
         make_test_spec(instance_for_test_spec(normalize_row(row), "unused")).eval_script,

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.errors import UserError, VerifierError
-from agentcompass.formats.terminal_bench import TerminalBenchFormat, grade_tests, solution_keystrokes
-from agentcompass.formats.terminal_bench_compose import interpolate
-from agentcompass.formats.terminal_bench_parsers import parse_test_output
-from agentcompass.formats.terminal_bench_tmux import Keystrokes, blocking_keys
-from agentcompass.schema import Recipe
+from agentcompass.core.errors import UserError, VerifierError
+from agentcompass.formats.terminal_bench.format import TerminalBenchFormat, grade_tests, solution_keystrokes
+from agentcompass.formats.terminal_bench.compose import interpolate
+from agentcompass.formats.terminal_bench.parsers import parse_test_output
+from agentcompass.formats.terminal_bench.tmux import Keystrokes, blocking_keys
+from agentcompass.core.schema import Recipe
 
 DATA = Path(__file__).resolve().parent / "data"
 TB1 = DATA / "terminal_bench"
@@ -577,8 +577,8 @@ def test_a_two_service_compose_task_runs_all_its_services_on_the_trials_network(
 
 @pytest.mark.docker
 def test_compose_container_details_reach_the_engine(base_image: str, tmp_path: Path) -> None:
-    from agentcompass.providers.docker import DockerProvider
-    from agentcompass.sandbox import ComposeSpec, ContainerSpec, SandboxSpec
+    from agentcompass.providers.docker.provider import DockerProvider
+    from agentcompass.core.sandbox import ComposeSpec, ContainerSpec, SandboxSpec
 
     name = f"ac-test-compose-{uuid.uuid4().hex[:8]}"
     client = ContainerSpec(name="client", image=base_image, command=["sleep", "infinity"], user="nobody",
@@ -626,7 +626,7 @@ def test_a_test_timeout_after_an_agent_timeout_is_parsed_as_officially(cli, tmp_
 
 
 def test_without_tmux_the_tests_output_is_cut_to_what_the_pane_holds() -> None:
-    from agentcompass.formats.terminal_bench import KEPT_ROWS, last_rows
+    from agentcompass.formats.terminal_bench.format import KEPT_ROWS, last_rows
 
     lines = [f"line {n}" for n in range(5000)]
     assert last_rows("\n".join(lines) + "\n").splitlines() == lines[-KEPT_ROWS:]

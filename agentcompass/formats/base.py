@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import Field
 
-from agentcompass.errors import UserError
-from agentcompass.schema import Recipe, Strict
-from agentcompass.task import AgentOutcome, Grade, Task
+from agentcompass.core.errors import UserError
+from agentcompass.core.schema import Recipe, Strict
+from agentcompass.core.task import AgentOutcome, Grade, Task
 
 if TYPE_CHECKING:
-    from agentcompass.sandbox import Sandbox
-    from agentcompass.trial import TrialContext
+    from agentcompass.core.sandbox import Sandbox
+    from agentcompass.core.trial import TrialContext
 
 
 class SelectionParams(Strict):

@@ -21,9 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agentcompass.errors import UserError
+from agentcompass.core.errors import UserError
 from agentcompass.formats.base import source_path
-from agentcompass.schema import Recipe
+from agentcompass.core.schema import Recipe
 
 CLONE_TIMEOUT_S = 1800
 HUB_PROBE_TIMEOUT_S = 5.0

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentcompass.errors import UserError
-from agentcompass.task import AgentOutcome, Task
+from agentcompass.core.errors import UserError
+from agentcompass.core.task import AgentOutcome, Task
 
 if TYPE_CHECKING:
     from agentcompass.formats.base import TaskFormat
-    from agentcompass.sandbox import Sandbox
-    from agentcompass.schema import ModelConfig
-    from agentcompass.trial import TrialContext
+    from agentcompass.core.sandbox import Sandbox
+    from agentcompass.core.schema import ModelConfig
+    from agentcompass.core.trial import TrialContext
 
 
 class Harness(Protocol):
@@ -22,7 +22,7 @@ class Harness(Protocol):
     # Task.agent_tools fields it hands its agent (e.g. {"mcp_servers", "skills_dir"}; see check_agent_tools),
     # uses_gateway = True (its agent makes its own model calls: the runner starts the model gateway and sets
     # trial.gateway; the harness asks trial.gateway.endpoint(trial, sandbox) for the agent's URLs and token,
-    # see agentcompass.gateway).
+    # see agentcompass.gateway.server).
 
     def __init__(self, **settings: Any) -> None: ...
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import structlog
 
-from agentcompass.errors import UserError
+from agentcompass.core.errors import UserError
 from agentcompass.formats.sources import cache_root
 
 log = structlog.get_logger("agentcompass")

@@ -1,7 +1,7 @@
 """mini_swe_agent: the real mini-swe-agent 2.x DefaultAgent, run as a library inside a trial.
 
 Its Environment protocol is served by our sandbox (whatever the provider), its litellm
-model by our model config (agentcompass.models). The run ends when a command's output
+model by our model config (agentcompass.core.models). The run ends when a command's output
 starts with mini-swe-agent's submit line; what follows it is the submission. The
 trajectory is written atomically to the trial dir after every step (`<task>.traj.json`,
 mini-swe-agent's shape, so its inspector opens it), with the API key scrubbed.
@@ -28,19 +28,19 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import Field
 
-from agentcompass.calls import CALLS_FILE
-from agentcompass.errors import AgentError, InfraError, TrialError, UserError
+from agentcompass.core.calls import CALLS_FILE
+from agentcompass.core.errors import AgentError, InfraError, TrialError, UserError
 from agentcompass.formats.sources import cache_root
-from agentcompass.models import Meter, completion_kwargs, import_litellm, key_hint, request_timeout
-from agentcompass.sandbox import TRUNCATION_MARK, read_whole
-from agentcompass.schema import Strict
-from agentcompass.task import AgentOutcome, Task
+from agentcompass.core.models import Meter, completion_kwargs, import_litellm, key_hint, request_timeout
+from agentcompass.core.sandbox import TRUNCATION_MARK, read_whole
+from agentcompass.core.schema import Strict
+from agentcompass.core.task import AgentOutcome, Task
 
 if TYPE_CHECKING:
     from agentcompass.formats.base import TaskFormat
-    from agentcompass.sandbox import Sandbox
-    from agentcompass.schema import ModelConfig
-    from agentcompass.trial import TrialContext
+    from agentcompass.core.sandbox import Sandbox
+    from agentcompass.core.schema import ModelConfig
+    from agentcompass.core.trial import TrialContext
 
 SUBMIT_LINE = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's end-of-run signal
 UNLIMITED_AGENT_LIFETIME_S = 24 * 3600.0
@@ -99,7 +99,7 @@ class MeteredModel:
 
     meter: Meter
     stopping: threading.Event
-    timeout: Any  # litellm's `timeout` (agentcompass.models.request_timeout)
+    timeout: Any  # litellm's `timeout` (agentcompass.core.models.request_timeout)
 
     def _query(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
         if self.stopping.is_set():

@@ -14,8 +14,8 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable
 
-from agentcompass.errors import InfraError, SandboxLost
-from agentcompass.sandbox import SandboxSpec
+from agentcompass.core.errors import InfraError, SandboxLost
+from agentcompass.core.sandbox import SandboxSpec
 
 EXEC_MARK = "AGENTCOMPASS_EXEC"  # env var that tags every process of one exec, so a timeout can find them all
 # Run in the container on timeout: find every process carrying the exec's mark, stop them all at once

@@ -23,8 +23,8 @@ sys.path.insert(0, str(REPO / "tests"))
 from sidevenv import side_venv  # noqa: E402
 
 from agentcompass.formats import harbor as harbor_format  # noqa: E402
-from agentcompass.formats.harbor_fields import handling  # noqa: E402
-from agentcompass.formats.harbor_schema import CollectHook, TaskConfig  # noqa: E402
+from agentcompass.formats.harbor.fields import handling  # noqa: E402
+from agentcompass.formats.harbor.schema import CollectHook, TaskConfig  # noqa: E402
 
 
 def load_script():

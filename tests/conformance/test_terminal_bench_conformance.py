@@ -9,8 +9,8 @@ from pathlib import Path
 
 from conformance.conftest import anchor_python, check_divergences, run_driver
 
-from agentcompass.formats.terminal_bench import grade_tests, last_rows, solution_keystrokes
-from agentcompass.formats.terminal_bench_parsers import PASSING, ParseError, parse_test_output
+from agentcompass.formats.terminal_bench.format import grade_tests, last_rows, solution_keystrokes
+from agentcompass.formats.terminal_bench.parsers import PASSING, ParseError, parse_test_output
 
 ANCHOR = "terminal-bench 0.2.18"
 CAPTURES = Path(__file__).resolve().parent.parent / "data" / "terminal_bench_parsers" / "outputs"
