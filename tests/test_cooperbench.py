@@ -216,7 +216,7 @@ def test_a_patch_that_does_not_apply_makes_the_merge_missing_input(fixture_confi
     from agentcompass.formats.cooperbench.grade import merge
     from agentcompass.providers.docker.provider import DockerProvider
     from agentcompass.core.sandbox import SandboxSpec
-    from agentcompass.core.trial import TrialContext
+    from agentcompass.core.context import TrialContext
 
     task_dir = fixture_config.parent / "dataset" / "tiny_calc_task" / "task7"
     name = f"ac-cb-test-{uuid.uuid4().hex[:8]}"

@@ -25,7 +25,7 @@ from agentcompass.gateway.server import Gateway
 from agentcompass.providers.local.provider import LocalProvider
 from agentcompass.core.sandbox import SandboxSpec
 from agentcompass.core.schema import GatewaySettings, ModelConfig
-from agentcompass.core.trial import TrialContext
+from agentcompass.core.context import TrialContext
 from docker_networks import subnet_only_network as subnet_only_network_of
 from gateway_upstream import KEY, ScriptedUpstream, serving
 

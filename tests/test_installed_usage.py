@@ -21,7 +21,7 @@ from agentcompass.providers.local.provider import LocalProvider
 from agentcompass.core.scoring import cli_cost
 from agentcompass.core.sandbox import SandboxSpec
 from agentcompass.core.schema import GatewaySettings, ModelConfig
-from agentcompass.core.trial import TrialContext
+from agentcompass.core.context import TrialContext
 from gateway_upstream import KEY, ScriptedUpstream, serving
 
 REPO = Path(__file__).resolve().parent.parent

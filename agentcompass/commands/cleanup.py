@@ -16,7 +16,7 @@ CLEANABLE = ("docker", "modal", "gcp")  # the shipped providers whose leftovers 
 
 
 def register(subparsers: Any) -> None:
-    from agentcompass.commands.cli import add_overlay_args
+    from agentcompass.commands.args import add_overlay_args
 
     parser = subparsers.add_parser("cleanup", help="remove sandboxes an earlier run left behind (e.g. after kill -9)")
     parser.add_argument("--env", default="docker", help=f"execution environment to clean up: {', '.join(CLEANABLE)} "
@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
-    from agentcompass.commands.cli import build_invocation
+    from agentcompass.commands.args import build_invocation
     from agentcompass.core.config import compose, finalize, make_hydra
     from agentcompass.core.registry import resolve
 

@@ -20,7 +20,7 @@ COMMON_KEYS = ("name", "description", "impl")
 
 
 def register(subparsers: Any) -> None:
-    from agentcompass.commands.cli import Parser, add_overlay_args, env_help
+    from agentcompass.commands.args import Parser, add_overlay_args, env_help
 
     parser = subparsers.add_parser("env", help="check that an execution environment is ready (credentials, engine)")
     sub = parser.add_subparsers(dest="env_command", metavar="check", parser_class=Parser, required=True)

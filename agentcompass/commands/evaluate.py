@@ -23,7 +23,7 @@ UNUSED_RUN_FLAGS = ("harness_params", "model_params", "model_base_url", "model_a
 
 
 def register(sub: Any) -> None:
-    from agentcompass.commands.cli import add_overlay_args, env_help, non_negative_int, positive_int
+    from agentcompass.commands.args import add_overlay_args, env_help, non_negative_int, positive_int
 
     parser = sub.add_parser("eval", help="grade a SWE-bench predictions file (no agent) into the results layout",
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -43,7 +43,7 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
-    from agentcompass.commands.cli import build_invocation, run_name_of
+    from agentcompass.commands.args import build_invocation, run_name_of
     from agentcompass.core.errors import UserError
     from agentcompass.harnesses.predictions import read_predictions
     from agentcompass.core.launch import launch

@@ -16,7 +16,7 @@ SELECTION_HARNESS = "nop"  # any harness that needs no model: only the benchmark
 
 
 def selected_ids(args: argparse.Namespace) -> list[str]:
-    from agentcompass.commands.cli import build_invocation
+    from agentcompass.commands.args import build_invocation
     from agentcompass.core.config import compose, finalize, make_hydra
     from agentcompass.core.registry import resolve
 

@@ -20,7 +20,7 @@ EXAMPLES = """examples:
 
 
 def register(subparsers: Any) -> None:
-    from agentcompass.commands.cli import add_overlay_args, add_pacing_args, env_help, positive_int
+    from agentcompass.commands.args import add_overlay_args, add_pacing_args, env_help, positive_int
 
     parser = subparsers.add_parser("validate", help="check that the oracle passes and nop fails on every task",
                                    epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
-    from agentcompass.commands.cli import build_invocation, run_name_of
+    from agentcompass.commands.args import build_invocation, run_name_of
     from agentcompass.commands.evaluate import batch_overrides
     from agentcompass.core.launch import prepare_all
     from agentcompass.core.results import ResultsStore

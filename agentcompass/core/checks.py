@@ -13,6 +13,7 @@ from agentcompass.core.errors import UserError
 from agentcompass.core.provenance import Provenance, Source
 from agentcompass.core.registry import check_extra, resolve
 from agentcompass.core.schema import ModelConfig, Recipe
+from agentcompass.core.validation import validate
 
 UNSET = "???"  # OmegaConf's mark for a value a preset leaves to the user
 HOW_TO_SET = {"name": "model.name=NAME", "base_url": "--model-base-url URL"}
@@ -51,7 +52,7 @@ def harness_knows(harness_cls: Any, harness: str, model: ModelConfig, settings: 
     known = settings.get("models")
     if not known or not getattr(harness_cls, "needs_model", False) or model.name == "none":
         return
-    from agentcompass.harnesses.installed import cli_model_name
+    from agentcompass.core.models import cli_model_name
 
     model_id = cli_model_name(model)
     pinned = f"{getattr(harness_cls, 'package', harness)} {settings.get('version', '')}".strip()
@@ -68,8 +69,6 @@ def harness_knows(harness_cls: Any, harness: str, model: ModelConfig, settings: 
 
 def benchmark_params(recipe: Recipe, provenance: Provenance) -> None:
     """Params the recipe's format accepts (its `Params` schema), relative paths made absolute where typed."""
-    from agentcompass.core.config import validate
-
     params_schema = getattr(resolve("format", recipe.format), "Params", None)  # also checks the format's extra
     if params_schema is None:  # a user format without a schema takes anything
         return

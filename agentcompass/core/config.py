@@ -26,8 +26,10 @@ from agentcompass.core.catalog import (  # noqa: F401  (re-exported: the config 
     shipped_root,
 )
 from agentcompass.core.errors import UserError
+from agentcompass.core.merge import deep_merge
 from agentcompass.core.provenance import Provenance
-from agentcompass.core.registry import closest, resolve
+from agentcompass.core.validation import describe_validation, validate
+from agentcompass.core.registry import resolve
 from agentcompass.core.schema import (
     EnvConfig,
     HarnessConfig,
@@ -106,16 +108,6 @@ def compose(hydra: "Hydra", overrides: list[str]) -> "DictConfig":
         )
     except Exception as exc:  # Hydra and OmegaConf raise many kinds; all mean bad input here
         raise UserError(f"cannot compose the config: {one_line(exc)}") from exc
-
-
-def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def load_overlay(path: Path) -> Any:
@@ -243,42 +235,6 @@ def with_recipe_defaults(harness: dict[str, Any], recipe: dict[str, Any], user_s
     chosen = {k: v for k, v in defaults.items()
               if not any(key == f"harness.{k}" or key.startswith(f"harness.{k}.") for key in user_set)}
     return deep_merge(harness, chosen)
-
-
-def validate(schema: type[BaseModel], data: dict[str, Any], key: str, provenance: Provenance) -> Any:
-    try:
-        return schema.model_validate(data)
-    except ValidationError as exc:
-        raise UserError(describe_validation(exc, schema, key, provenance)) from exc
-
-
-def describe_validation(exc: ValidationError, schema: type[BaseModel], key: str, provenance: Provenance,
-                        common: list[str] | None = None) -> str:
-    """One line for the first error; `common`: the keys also allowed beside the schema's own at the top
-    (a harness's or env's name, description, ... beside its class's settings)."""
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in (key, *err["loc"]))
-    origin = provenance.describe(where)
-    if err["type"] == "extra_forbidden":
-        allowed = fields_at(schema, err["loc"][:-1])
-        if common and len(err["loc"]) == 1:
-            allowed = [*allowed, *(name for name in common if name not in allowed)]
-        hint = closest(str(err["loc"][-1]), allowed)
-        return f"unknown key '{where}'{origin}{hint}; allowed keys: {', '.join(allowed) or 'none'}"
-    if err["type"] == "missing":
-        return f"missing key '{where}'{origin}; add it to the YAML or pass {where}=VALUE"
-    return f"invalid value for '{where}'{origin}: {err['msg']} (got {err.get('input')!r})"
-
-
-def fields_at(schema: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """The keys a (nested) schema allows at `loc`, for 'allowed keys' in messages."""
-    for part in loc:
-        field_info = schema.model_fields.get(str(part))
-        annotation = getattr(field_info, "annotation", None)
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return []
-        schema = annotation
-    return list(schema.model_fields)
 
 
 def check_impl_settings(kind: str, block: HarnessConfig | EnvConfig, provenance: Provenance) -> Any:

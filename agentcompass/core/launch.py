@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from agentcompass.core.config import Invocation, compose, finalize, make_hydra, public_dict
+from agentcompass.core.registry import load
 from agentcompass.core.errors import UserError
 from agentcompass.core.overrides import expand, hydra_value, sweep_suffix
 from agentcompass.core.pool import Pool
@@ -209,10 +210,8 @@ def pool_for(prepared: list[PreparedRun], argv: list[str]) -> Pool | None:
 def settle_costs(summaries: dict[Path, dict[str, Any]]) -> None:
     """Self-hosted runs' cost split by concurrency as `report` splits it (agentcompass.report.runcost); should
     that fail, the summary keeps its sole-cost upper bound, labelled so."""
-    from agentcompass.report.runcost import settle
-
     try:
-        settle(summaries)
+        load("service", "settle_costs")(summaries)
     except Exception as exc:  # a cost figure is not worth the run's exit status
         log.warning("could not split the self-hosted cost; the summary shows the sole-cost upper bound", error=str(exc))
 

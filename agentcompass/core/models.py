@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.core.calls import CallLog
-from agentcompass.core.config import deep_merge
+from agentcompass.core.merge import deep_merge
 from agentcompass.core.errors import UserError
 from agentcompass.core.task import Usage
 
@@ -58,6 +58,12 @@ def litellm_name(model: "ModelConfig") -> str:
     if prefix in STANDARD_KEY_ENV or prefix in import_litellm().provider_list:
         return model.name
     return f"{model.api}/{model.name}"
+
+
+def cli_model_name(model: "ModelConfig") -> str:
+    """The model id the endpoint knows (an installed CLI's --model): the preset's name without litellm's provider prefix."""
+    prefix, _, rest = model.name.partition("/")
+    return rest if rest and prefix in ("openai", "anthropic", model.api) else model.name
 
 
 def key_env_name(model: "ModelConfig") -> str | None:

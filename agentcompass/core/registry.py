@@ -38,6 +38,14 @@ BUILTINS: dict[str, dict[str, str]] = {
         "claude_code": "agentcompass.harnesses.claude_code:ClaudeCodeHarness",
         "codex": "agentcompass.harnesses.codex:CodexHarness",
     },
+    # What a run uses beyond its three implementations, found by name as they are, so that the core
+    # imports no package above it (tests/test_architecture.py): the model gateway and the cost split.
+    "service": {
+        "gateway": "agentcompass.gateway.server:Gateway",
+        "gateway_check": "agentcompass.gateway.server:check_gateway",
+        "endpoint_check": "agentcompass.gateway.check:check_endpoint",
+        "settle_costs": "agentcompass.report.runcost:settle",
+    },
 }
 
 

@@ -3,27 +3,25 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import re
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from agentcompass.core.durable import write_file
 from agentcompass.core.errors import BackPressure, InfraError, TaskRefused, TrialError
 from agentcompass.core.pacing import Pacer
-from agentcompass.core.results import TrialResult, now_iso, write_atomic
+from agentcompass.core.context import TrialContext
+from agentcompass.core.results import TrialResult, now_iso
 from agentcompass.core.task import AgentOutcome, Task, Usage
 
 if TYPE_CHECKING:
-    from agentcompass.formats.base import TaskFormat
-    from agentcompass.gateway.server import Gateway
-    from agentcompass.harnesses.base import Harness
+    from agentcompass.core.context import ModelGateway
+    from agentcompass.core.contracts import Harness, TaskFormat
     from agentcompass.core.sandbox import Provider, Sandbox, SandboxSpec
     from agentcompass.core.schema import ModelConfig
     from agentcompass.core.task import Grade
@@ -41,42 +39,6 @@ class PressureBeforeOpen(Exception):
     def __init__(self, pressure: BackPressure) -> None:
         super().__init__(str(pressure))
         self.pressure = pressure
-
-
-@dataclass
-class TrialContext:
-    """What a harness or format may use of the trial it runs in."""
-
-    task_id: str
-    attempt: int
-    dir: Path
-    run_name: str
-    labels: dict[str, str] = field(default_factory=dict)
-    stopping: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: abandon waits at once
-    gateway: "Gateway | None" = None  # the run's model gateway, for a harness with uses_gateway = True
-    # Opens one more sandbox for this trial (CooperBench coop: a second agent's), closed with the trial's at the latest.
-    open_sandbox: "Callable[[SandboxSpec], Sandbox] | None" = None
-    # Verifier paths the agent left something in (formats/integrity.py): recorded as details.tampering.
-    tampering: list[str] = field(default_factory=list)
-
-    def flag_tampering(self, paths: list[str]) -> None:
-        self.tampering.extend(p for p in paths if p not in self.tampering)
-
-    def write(self, name: str, text: str) -> Path:
-        path = os.path.join(self.dir, name)
-        write_atomic(path, text)
-        return Path(path)
-
-    def log(self, name: str, text: str) -> None:
-        """A command's output, kept only when there is some: an empty file per trial is a file create
-        (the dearest file call there is) times thousands. Written in place, not via a temp file: a log
-        cut short by a crash is harmless, as the attempt then runs again in a fresh dir."""
-        if text:
-            write_file(os.path.join(self.dir, name), text.encode("utf-8"), make_dir=True)  # a step's own dir
-
-    def append(self, name: str, text: str) -> None:
-        with open(os.path.join(self.dir, name), "a", encoding="utf-8") as handle:
-            handle.write(text)
 
 
 class OpenSandboxes:
@@ -126,7 +88,7 @@ class TrialRunner:
     sandboxes: OpenSandboxes
     keep_environment: bool = False
     pacer: Pacer = field(default_factory=Pacer)  # the env's open-slot limit and creation rate
-    gateway: "Gateway | None" = None  # started by the runner when the harness uses one
+    gateway: "ModelGateway | None" = None  # started by the runner when the harness uses one
 
     def run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
         """Run one attempt once the pacer gives it a turn; the wait is its `wait` timing, not its time.

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentcompass.core.config import deep_merge
+from agentcompass.core.merge import deep_merge
 
 if TYPE_CHECKING:
     import httpx

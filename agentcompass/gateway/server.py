@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from agentcompass.core.sandbox import Sandbox
     from agentcompass.core.schema import GatewaySettings, ModelConfig, ResolvedConfig
     from agentcompass.core.task import Task
-    from agentcompass.core.trial import TrialContext
+    from agentcompass.core.context import TrialContext
 
 log = structlog.get_logger("agentcompass")
 DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from agentcompass.harnesses.installed import InstalledAgent, cli_model_name, json_events, status_verdict
+from agentcompass.core.models import cli_model_name
+from agentcompass.harnesses.installed import InstalledAgent, json_events, status_verdict
 from agentcompass.core.models import request_fields
 from agentcompass.core.task import Usage
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import structlog
 
 from agentcompass.core.errors import UserError
-from agentcompass.formats.sources import cache_root
+from agentcompass.core.paths import cache_root
 
 log = structlog.get_logger("agentcompass")
 BUNDLE = "agent.tar.gz"

@@ -37,10 +37,10 @@ from agentcompass.core.schema import Strict
 from agentcompass.core.task import AgentOutcome, Task, Usage
 
 if TYPE_CHECKING:
-    from agentcompass.formats.base import TaskFormat
+    from agentcompass.core.contracts import TaskFormat
     from agentcompass.core.sandbox import Sandbox
     from agentcompass.core.schema import ModelConfig
-    from agentcompass.core.trial import TrialContext
+    from agentcompass.core.context import TrialContext
 
 AGENT_DIR = "/tmp/agentcompass-agent"  # the CLI, its HOME, config and env file; removed after the run
 HOME_DIR = f"{AGENT_DIR}/home"
@@ -65,12 +65,6 @@ def direct_endpoint(model: "ModelConfig") -> DirectEndpoint:
     base = (model.base_url or DEFAULT_URLS.get(model.api, DEFAULT_URLS["openai"])).rstrip("/")
     anthropic = base[: -len("/v1")] if base.endswith("/v1") else base
     return DirectEndpoint(openai_base_url=base, anthropic_base_url=anthropic, api_key=api_key(model) or NO_KEY)
-
-
-def cli_model_name(model: "ModelConfig") -> str:
-    """The model id the endpoint knows: the preset's name without litellm's provider prefix."""
-    prefix, _, rest = model.name.partition("/")
-    return rest if rest and prefix in ("openai", "anthropic", model.api) else model.name
 
 
 def scrub(text: str, secret: str | None) -> str:

@@ -30,17 +30,17 @@ from pydantic import Field
 
 from agentcompass.core.calls import CALLS_FILE
 from agentcompass.core.errors import AgentError, InfraError, TrialError, UserError
-from agentcompass.formats.sources import cache_root
+from agentcompass.core.paths import cache_root
 from agentcompass.core.models import Meter, completion_kwargs, import_litellm, key_hint, request_timeout
 from agentcompass.core.sandbox import TRUNCATION_MARK, read_whole
 from agentcompass.core.schema import Strict
 from agentcompass.core.task import AgentOutcome, Task
 
 if TYPE_CHECKING:
-    from agentcompass.formats.base import TaskFormat
+    from agentcompass.core.contracts import TaskFormat
     from agentcompass.core.sandbox import Sandbox
     from agentcompass.core.schema import ModelConfig
-    from agentcompass.core.trial import TrialContext
+    from agentcompass.core.context import TrialContext
 
 SUBMIT_LINE = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's end-of-run signal
 UNLIMITED_AGENT_LIFETIME_S = 24 * 3600.0

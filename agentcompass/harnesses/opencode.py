@@ -13,7 +13,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from agentcompass.harnesses.installed import HOME_DIR, InstalledAgent, cli_model_name, json_events
+from agentcompass.core.models import cli_model_name
+from agentcompass.harnesses.installed import HOME_DIR, InstalledAgent, json_events
 from agentcompass.core.task import Usage
 
 if TYPE_CHECKING:

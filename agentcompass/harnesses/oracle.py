@@ -8,10 +8,10 @@ from agentcompass.core.schema import Strict
 from agentcompass.core.task import AgentOutcome, Task
 
 if TYPE_CHECKING:
-    from agentcompass.formats.base import TaskFormat
+    from agentcompass.core.contracts import TaskFormat
     from agentcompass.core.sandbox import Sandbox
     from agentcompass.core.schema import ModelConfig
-    from agentcompass.core.trial import TrialContext
+    from agentcompass.core.context import TrialContext
 
 
 class OracleHarness:

@@ -11,11 +11,11 @@ import os
 from pathlib import Path
 from urllib.parse import quote
 
+from agentcompass.core.paths import cache_root
+
 
 def registry_dir() -> Path:
-    configured = os.environ.get("AGENTCOMPASS_CACHE_DIR")
-    root = Path(configured).expanduser() if configured else Path.home() / ".cache" / "agentcompass"
-    return root / "viewers"
+    return cache_root() / "viewers"
 
 
 def register(url: str, roots: list[Path]) -> Path | None:

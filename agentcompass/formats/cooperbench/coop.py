@@ -25,7 +25,7 @@ from agentcompass.core.sandbox import ComposeSpec, ContainerSpec
 
 if TYPE_CHECKING:
     from agentcompass.core.sandbox import Sandbox, SandboxSpec
-    from agentcompass.core.trial import TrialContext
+    from agentcompass.core.context import TrialContext
 
 AGENTS = ("agent1", "agent2")
 GIT_HOST = "git"

@@ -35,7 +35,7 @@ from agentcompass.core.task import AgentOutcome, Grade, Task, Usage
 if TYPE_CHECKING:
     from agentcompass.core.results import TrialResult
     from agentcompass.core.sandbox import Sandbox, SandboxSpec
-    from agentcompass.core.trial import TrialContext
+    from agentcompass.core.context import TrialContext
 
 SETTINGS = ("single", "solo", "coop")
 DEFAULT_AGENT_TIMEOUT = 3600.0

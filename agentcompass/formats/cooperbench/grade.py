@@ -18,7 +18,7 @@ from agentcompass.core.errors import InfraError
 
 if TYPE_CHECKING:
     from agentcompass.core.sandbox import Sandbox
-    from agentcompass.core.trial import TrialContext
+    from agentcompass.core.context import TrialContext
 
 REPO_DIR = "/workspace/repo"
 PATCHES_DIR = "/patches"  # where runner.sh reads its patches

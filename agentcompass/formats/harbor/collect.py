@@ -18,7 +18,7 @@ from agentcompass.core.errors import InfraError
 if TYPE_CHECKING:
     from agentcompass.core.sandbox import Sandbox
     from agentcompass.core.task import Task
-    from agentcompass.core.trial import TrialContext
+    from agentcompass.core.context import TrialContext
 
 MAIN = "main"  # the agent's service in a task's docker-compose.yaml
 ARTIFACTS_DIR = "/logs/artifacts"  # copied to a separate verifier, as Harbor does

@@ -36,7 +36,7 @@ from agentcompass.core.task import AgentOutcome, Grade, Task
 
 if TYPE_CHECKING:
     from agentcompass.core.sandbox import Sandbox, SandboxSpec
-    from agentcompass.core.trial import TrialContext
+    from agentcompass.core.context import TrialContext
 
 DEFAULT_AGENT_TIMEOUT = None  # Harbor 0.26: no agent timeout unless the task, recipe or harness sets one
 DEFAULT_VERIFY_TIMEOUT = 600.0  # Harbor 0.26's VerifierConfig.timeout_sec

@@ -18,7 +18,7 @@ from agentcompass.core.task import Grade, Task
 
 if TYPE_CHECKING:
     from agentcompass.formats.swebench.format import SwebenchFormat
-    from agentcompass.core.trial import TrialContext
+    from agentcompass.core.context import TrialContext
 
 GRADE_SCRIPT_PATH = "/tmp/agentcompass-grade.sh"
 OUTPUTS_DIR = "/tmp/agentcompass-out"  # status, verifier.log, apply_error, eval.log

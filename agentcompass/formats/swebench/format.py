@@ -40,7 +40,7 @@ from agentcompass.core.task import AgentOutcome, Grade, Task
 if TYPE_CHECKING:
     from agentcompass.core.results import TrialResult
     from agentcompass.core.sandbox import Sandbox, SandboxSpec
-    from agentcompass.core.trial import TrialContext
+    from agentcompass.core.context import TrialContext
 
 DEFAULT_AGENT_TIMEOUT = 3600.0
 DEFAULT_VERIFY_TIMEOUT = 1800.0

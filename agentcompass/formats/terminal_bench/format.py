@@ -32,7 +32,7 @@ from agentcompass.core.task import AgentOutcome, Grade, Task
 
 if TYPE_CHECKING:
     from agentcompass.core.sandbox import Sandbox
-    from agentcompass.core.trial import TrialContext
+    from agentcompass.core.context import TrialContext
 
 ORACLE_DIR = "/oracle"
 # Agent exit statuses terminal-bench records as a failure mode before the tests (agent timeout, context length).

@@ -33,7 +33,7 @@ from agentcompass.providers.gcp.api import gcp_credentials
 from agentcompass.core.results import TrialResult, now_iso
 from agentcompass.core.scheduler import iso
 from agentcompass.core.sandbox import SandboxSpec
-from agentcompass.core.trial import TrialContext
+from agentcompass.core.context import TrialContext
 
 if TYPE_CHECKING:
     from agentcompass.formats.swebench.batch import BatchWork
