@@ -35,7 +35,6 @@ def refuse_if_in_use(run_dir: Path) -> None:
         raise UserError(in_use_message(run_dir, holder))
 
 
-
 def resume_target(resolved: ResolvedConfig, prints: dict[str, Any]) -> Path:
     """The run dir to use: this run's own, unless it holds a run with other settings, which is
     refused, or with `run.new_run` (--new-run) left alone for `<run_name>-N` beside it."""
@@ -64,10 +63,8 @@ def differences_from(run_dir: Path, prints: dict[str, Any]) -> list[str]:
     return differences(recorded, prints) if isinstance(recorded, dict) else []
 
 
-
 def read_run_json(run_dir: Path) -> dict[str, Any]:
     try:
         return dict(json.loads((run_dir / "run.json").read_text()))
     except (OSError, ValueError, TypeError):
         return {}
-

@@ -56,4 +56,3 @@ def progress_for(runs: list[OpenRun], title: str) -> Progress:
     return Progress(len(done) + sum(len(run.lane.pending) for run in runs), done=len(done),
                     passed=sum(r.status == "passed" for r in done), errors=sum(r.status == "error" for r in done),
                     title=title)
-

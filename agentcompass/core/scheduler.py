@@ -5,6 +5,7 @@ it is empty; the main thread only waits, so it stays free to take Ctrl-C. A run 
 lane; a pooled sweep schedules every run's lane under one cap, their trials interleaved
 round-robin so each run advances at the same pace. Past a few hundred trials at once the threads
 are spread over worker processes (agentcompass.core.shards), this process recording for them all.
+Lanes are agentcompass.core.lanes'; how Ctrl-C, SIGTERM and SIGHUP become an interrupt, agentcompass.core.signals'.
 """
 
 from __future__ import annotations

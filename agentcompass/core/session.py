@@ -202,4 +202,3 @@ def redact_argv(argv: list[str]) -> list[str]:
         else:
             out.append(arg)
     return out
-

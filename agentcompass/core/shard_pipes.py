@@ -101,4 +101,3 @@ class PipeQueue:
         if not data:  # the parent wrote every index and every one is taken
             raise IndexError("empty")
         return self.items[int.from_bytes(data, "little")]
-

@@ -50,7 +50,7 @@ def worker_main(scheduler: "Schedule", items: list[tuple["Lane", "Task", int]], 
         scheduler.report = lambda lane, result: report(channel, index_of[id(lane)], result)
         scheduler.lane_stopped = lambda lane, kind, payload: channel.send(kind, index_of[id(lane)], portable(payload))
         threading.Thread(target=listen, args=(scheduler, control), name="control", daemon=True).start()
-        code = scheduler.supervise(PipeQueue(work, items), threads)  # type: ignore[arg-type]
+        code = scheduler.supervise(PipeQueue(work, items), threads)
         channel.close()
     except BaseException:  # a worker must never return into the parent's code
         code = 1

@@ -245,4 +245,3 @@ def any_alive(workers: list[Worker]) -> bool:
             continue
         alive = alive or pid == 0
     return alive
-
