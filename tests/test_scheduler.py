@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agentcompass.core.durable import DurableAppender
-from agentcompass.core.scheduler import RetryPolicy
+from agentcompass.core.lanes import RetryPolicy
 from harbor_factory import make_file_tasks, make_recipe
 
 PLUGIN = '''
@@ -305,7 +305,8 @@ class SleepingRunner:
 def test_first_trials_start_spaced_apart_then_keep_their_pace(tmp_path):
     from agentcompass.core.progress import Progress
     from agentcompass.core.results import ResultsStore
-    from agentcompass.core.scheduler import START_SPACING_S, Lane, Scheduler
+    from agentcompass.core.lanes import Lane
+    from agentcompass.core.scheduler import START_SPACING_S, Scheduler
     from agentcompass.core.task import Task
 
     threads = 120
@@ -327,7 +328,9 @@ def test_first_trials_start_spaced_apart_then_keep_their_pace(tmp_path):
 def test_an_interrupt_during_the_first_round_spacing_starts_nothing_more(tmp_path):
     from agentcompass.core.progress import Progress
     from agentcompass.core.results import ResultsStore
-    from agentcompass.core.scheduler import Interrupted, Lane, Scheduler
+    from agentcompass.core.lanes import Lane
+    from agentcompass.core.scheduler import Scheduler
+    from agentcompass.core.signals import Interrupted
     from agentcompass.core.task import Task
 
     runner = SleepingRunner()

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.core.shards import Frames, encode, processes_for
+from agentcompass.core.shard_pipes import Frames, encode
+from agentcompass.core.shard_policy import processes_for
 from harbor_factory import make_file_tasks, make_recipe
 from test_scheduler import processes_running
 

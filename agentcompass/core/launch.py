@@ -25,9 +25,12 @@ from agentcompass.core.overrides import expand, hydra_value, sweep_suffix
 from agentcompass.core.pool import Pool
 from agentcompass.core.results import write_json
 from agentcompass.core.progress import silence
-from agentcompass.core.runner import PreparedRun, execute, prepare, print_summary, raise_outcome
+from agentcompass.core.prepare import PreparedRun, prepare
+from agentcompass.core.run_summary import print_summary
+from agentcompass.core.runner import execute, raise_outcome
 from agentcompass.core.scoring import rate, usd
-from agentcompass.core.scheduler import Interrupted, RunFailed
+from agentcompass.core.scheduler import RunFailed
+from agentcompass.core.signals import Interrupted
 
 log = structlog.get_logger("agentcompass")
 

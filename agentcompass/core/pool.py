@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-from agentcompass.core.runner import OpenRun, PreparedRun, opened, schedule
-from agentcompass.core.scheduler import Interrupted
+from agentcompass.core.prepare import PreparedRun
+from agentcompass.core.runner import schedule
+from agentcompass.core.session import OpenRun, opened
+from agentcompass.core.signals import Interrupted
 from agentcompass.core.pacing import Pacer
 
 

@@ -62,6 +62,11 @@ def now_iso() -> str:
     return f"{cached[1]}.{int((now - second) * 1000):03d}+00:00"
 
 
+def iso(timestamp: float) -> str:
+    """A time.time() as now_iso() would have written it then."""
+    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="milliseconds")
+
+
 _PID = os.getpid()
 _SERIAL = itertools.count()  # next() is atomic under the GIL: each write gets its own temp name
 

@@ -5,12 +5,12 @@ it is empty; the main thread only waits, so it stays free to take Ctrl-C. A run 
 lane; a pooled sweep schedules every run's lane under one cap, their trials interleaved
 round-robin so each run advances at the same pace. Past a few hundred trials at once the threads
 are spread over worker processes (agentcompass.core.shards), this process recording for them all.
+Lanes are agentcompass.core.lanes'; how Ctrl-C, SIGTERM and SIGHUP become an interrupt, agentcompass.core.signals'.
 """
 
 from __future__ import annotations
 
 import gc
-import random
 import resource
 import signal
 import sys
@@ -18,8 +18,6 @@ import threading
 import time
 import traceback
 from collections import deque
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,13 +26,15 @@ import structlog
 from agentcompass.core.errors import InfraError, TrialError, UserError
 from agentcompass.core.logs import attributed_to
 from agentcompass.core.progress import Progress, first_line
-from agentcompass.core.results import ResultsStore, TrialResult, now_iso
-from agentcompass.core.shards import EXIT_INTERRUPTED, processes_for, run_in_processes
+from agentcompass.core.lanes import Lane, interleave
+from agentcompass.core.results import TrialResult, iso, now_iso
+from agentcompass.core.shard_policy import processes_for
+from agentcompass.core.shards import run_in_processes
+from agentcompass.core.signals import (EXIT_INTERRUPTED, GRACE_S, STOP_SIGNALS, Interrupted, install_handlers,
+                                       raise_interrupt, restore_handlers)
 from agentcompass.core.task import Task, Usage
-from agentcompass.core.trial import TrialRunner
 
 log = structlog.get_logger("agentcompass")
-GRACE_S = 5.0  # after Ctrl-C (and closing every sandbox), how long in-flight workers get to wind down
 FDS_PER_TRIAL = 4  # about what a trial holds open at once (pipes, sockets, files), for the limit check
 # Every thread waiting for the GIL wakes once per switch interval (5 ms by default): with
 # hundreds of trials waking together that is most of the run's CPU (futex calls). Trials give
@@ -46,7 +46,6 @@ SWITCH_INTERVAL_S = 0.05
 # About one trial's own orchestration time apart (0.5 ms per trial start at 2,000 trials a second per
 # process), the first round spreads out and stays spread.
 START_SPACING_S = 0.0005
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 class RunStopped(UserError):
@@ -54,48 +53,9 @@ class RunStopped(UserError):
     stops scheduling, closes its sandboxes and reports that one line (exit 2); unrecorded trials rerun."""
 
 
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C, SIGTERM or SIGHUP, after cleaning up: sandboxes closed, finished trials kept.
-
-    A KeyboardInterrupt, so no `except Exception` on the way up swallows it."""
-
-
 class RunFailed(Exception):
     """A worker failed outside any trial (trials.jsonl unwritable, a bug): the run stopped
     scheduling, let the trials in flight finish, and ends "failed"."""
-
-
-@dataclass
-class RetryPolicy:
-    max_retries: int
-    backoff_s: float  # the first retry waits about this long, each later one about twice the one before
-    max_backoff_s: float = 60.0
-
-    def delay(self, retry: int) -> float:
-        """Exponential, capped, with equal jitter: half the step fixed, half random, so trials
-        that failed together (an outage) do not all retry in the same instant."""
-        step = min(self.max_backoff_s, self.backoff_s * 2 ** (retry - 1))
-        return step / 2 + random.uniform(0, step / 2)
-
-
-@dataclass
-class Lane:
-    """One run's part of a schedule: its pending attempts, where their results go, how they are retried."""
-
-    runner: TrialRunner
-    store: ResultsStore
-    retry: RetryPolicy
-    pending: list[tuple[Task, int]]
-    label: str = ""  # tells the runs of a pooled sweep apart in progress lines
-    closed: threading.Event = field(default_factory=threading.Event)  # nothing more of this run is started
-    failures: list[str] = field(default_factory=list)  # a worker failed outside a trial: the run ends "failed"
-    fatal: TrialError | None = None  # an error no retry or other task gets past (FatalInfraError): the run stops
-
-
-def interleave(lanes: list[Lane]) -> list[tuple[Lane, Task, int]]:
-    """Round-robin over the lanes: the first pending attempt of each, then the second of each, ..."""
-    longest = max((len(lane.pending) for lane in lanes), default=0)
-    return [(lane, *lane.pending[i]) for i in range(longest) for lane in lanes if i < len(lane.pending)]
 
 
 class Scheduler:
@@ -318,33 +278,6 @@ class Scheduler:
     def _record_here(self, lane: Lane, result: TrialResult) -> None:
         lane.store.record(result)  # returns once the line is durable: only then is the trial finished
         self.progress.finished(result, lane.label)
-
-
-Handler = Callable[[int, Any], None]
-
-
-def iso(timestamp: float) -> str:
-    """A time.time() as results.now_iso() would have written it then."""
-    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="milliseconds")
-
-
-def raise_interrupt(signum: int, frame: object) -> None:
-    """SIGTERM and SIGHUP behave like Ctrl-C, so a `kill` or a closed terminal also closes every sandbox."""
-    raise KeyboardInterrupt()
-
-
-def install_handlers(signals: tuple[int, ...], handler: Handler) -> None:
-    """Set `handler` for each signal; only the main thread may (in-process callers elsewhere get none)."""
-    if threading.current_thread() is threading.main_thread():
-        for sig in signals:
-            signal.signal(sig, handler)
-
-
-def restore_handlers(previous: dict[int, Any]) -> None:
-    if threading.current_thread() is threading.main_thread():
-        for sig, handler in previous.items():
-            if handler is not None:
-                signal.signal(sig, handler)
 
 
 def check_fd_limit(concurrency: int) -> None:

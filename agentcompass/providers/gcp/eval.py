@@ -30,8 +30,7 @@ import structlog
 from agentcompass.core.errors import InfraError, UserError
 from agentcompass.providers.gcp.provider import GcpProvider, instance_name, label_value
 from agentcompass.providers.gcp.api import gcp_credentials
-from agentcompass.core.results import TrialResult, now_iso
-from agentcompass.core.scheduler import iso
+from agentcompass.core.results import TrialResult, iso, now_iso
 from agentcompass.core.sandbox import SandboxSpec
 from agentcompass.core.context import TrialContext
 
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
     from agentcompass.formats.swebench.batch import BatchWork
     from agentcompass.core.progress import Progress
     from agentcompass.core.results import ResultsStore
-    from agentcompass.core.runner import PreparedRun
+    from agentcompass.core.prepare import PreparedRun
     from agentcompass.core.task import Task
 
 log = structlog.get_logger("agentcompass")
@@ -173,8 +172,8 @@ class BatchEvaluation:
 
     # -- the run -------------------------------------------------------------------------
     def run(self, pending: list[tuple["Task", int]]) -> None:
-        from agentcompass.core.scheduler import (STOP_SIGNALS, Interrupted, install_handlers, raise_interrupt,
-                                            restore_handlers)
+        from agentcompass.core.signals import (STOP_SIGNALS, Interrupted, install_handlers, raise_interrupt,
+                                               restore_handlers)
 
         for item in self.prepare(pending):
             self.record(item, None)  # nothing to run: graded here, as `grade` does
