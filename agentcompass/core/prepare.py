@@ -10,13 +10,12 @@ from typing import Any
 
 from agentcompass.core.errors import UserError
 from agentcompass.core.fingerprint import fingerprint
-from agentcompass.core.registry import resolve
+from agentcompass.core.registry import load, resolve
 from agentcompass.core.run_dir import refuse_if_in_use, resume_target
 from agentcompass.core.schema import ResolvedConfig
 from agentcompass.core.shard_policy import check_processes
 from agentcompass.core.task import Task
-from agentcompass.formats.base import TaskFormat
-from agentcompass.harnesses.base import check_agent_tools
+from agentcompass.core.contracts import TaskFormat, check_agent_tools
 
 
 @dataclass
@@ -65,9 +64,7 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
     if check_tasks is not None:
         check_tasks(tasks)
     if getattr(harness_cls, "uses_gateway", False):
-        from agentcompass.gateway.server import check_gateway
-
-        check_gateway(resolved, tasks, provider)
+        load("service", "gateway_check")(resolved, tasks, provider)
     if needs_model:
         from agentcompass.core.models import check_model, litellm_name
 
@@ -75,9 +72,7 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
         via_gateway = getattr(harness_cls, "uses_gateway", False) and api_kind is not None
         check_model(resolved.model, request=resolved.run.model_check and not via_gateway)
         if via_gateway and resolved.run.model_check:
-            from agentcompass.gateway.check import check_endpoint
-
-            check_endpoint(resolved.model, api_kind(resolved.model))
+            load("service", "endpoint_check")(resolved.model, api_kind(resolved.model))
         resolved.labels["model_name"] = litellm_name(resolved.model)  # as mini-swe-agent names it in predictions
     fetch = getattr(harness, "prepare", None)  # big downloads (an installed CLI's bundle) only once all else passed
     if fetch is not None:

@@ -20,6 +20,7 @@ from agentcompass.core.config import is_secret_override, public_dict
 from agentcompass.core.fingerprint import effective_settings
 from agentcompass.core.lanes import Lane, RetryPolicy
 from agentcompass.core.logs import RunLog, attributed_to
+from agentcompass.core.registry import load
 from agentcompass.core.pacing import Pacer
 from agentcompass.core.prepare import PreparedRun
 from agentcompass.core.progress import run_prefix
@@ -143,9 +144,7 @@ def gateway_for(prepared: PreparedRun) -> Iterator[Any]:
     if not getattr(prepared.harness, "uses_gateway", False):
         yield None
         return
-    from agentcompass.gateway.server import Gateway
-
-    with Gateway.for_run(prepared.resolved) as gateway:
+    with load("service", "gateway").for_run(prepared.resolved) as gateway:
         yield gateway
 
 

@@ -1,6 +1,16 @@
 """The CooperBench format: feature pairs of one repository, solved by two agents together (coop), graded
 by each feature's tests (grade)."""
 
-from agentcompass.formats.cooperbench.format import CooperbenchFormat
+from __future__ import annotations
 
-__all__ = ["CooperbenchFormat"]
+from typing import TYPE_CHECKING
+
+from agentcompass.core.faces import lazy_attributes
+
+if TYPE_CHECKING:
+    from agentcompass.formats.cooperbench.format import CooperbenchFormat
+
+PUBLIC = {"CooperbenchFormat": "agentcompass.formats.cooperbench.format"}
+__all__ = sorted(PUBLIC)
+
+__getattr__ = lazy_attributes(__name__, PUBLIC)

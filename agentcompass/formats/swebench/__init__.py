@@ -1,6 +1,16 @@
 """The SWE-bench format: rows (data), classic eval scripts (classic), grading per instance or in one batch
 (batch), and the official-shaped reports (report)."""
 
-from agentcompass.formats.swebench.format import SwebenchFormat
+from __future__ import annotations
 
-__all__ = ["SwebenchFormat"]
+from typing import TYPE_CHECKING
+
+from agentcompass.core.faces import lazy_attributes
+
+if TYPE_CHECKING:
+    from agentcompass.formats.swebench.format import SwebenchFormat
+
+PUBLIC = {"SwebenchFormat": "agentcompass.formats.swebench.format"}
+__all__ = sorted(PUBLIC)
+
+__getattr__ = lazy_attributes(__name__, PUBLIC)

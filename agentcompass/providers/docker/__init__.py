@@ -1,6 +1,16 @@
 """The docker env: one container per trial (or a compose project), images built locally (build,
 heredocs), compose projects (compose) and the allowlist egress proxy (egress)."""
 
-from agentcompass.providers.docker.provider import DockerProvider
+from __future__ import annotations
 
-__all__ = ["DockerProvider"]
+from typing import TYPE_CHECKING
+
+from agentcompass.core.faces import lazy_attributes
+
+if TYPE_CHECKING:
+    from agentcompass.providers.docker.provider import DockerProvider
+
+PUBLIC = {"DockerProvider": "agentcompass.providers.docker.provider"}
+__all__ = sorted(PUBLIC)
+
+__getattr__ = lazy_attributes(__name__, PUBLIC)
