@@ -212,7 +212,7 @@ def test_a_task_the_env_cannot_honour_is_refused_alone_and_said_once(cli, tmp_pa
 
 
 # -- on modal (the fake SDK, bound to the real one's signatures): a main hook is a command like any other -----
-from test_modal_provider import modal_cli, real_modal  # noqa: E402,F401  (fixtures)
+from modal_sdk import modal_cli, real_modal  # noqa: E402,F401  (fixtures)
 
 
 def test_a_main_hook_runs_on_modal(modal_cli, tmp_path):

@@ -13,8 +13,8 @@ import pytest
 import fake_gcp
 from agentcompass.core.errors import BackPressure, FatalInfraError, InfraError, UserError
 from agentcompass.core.sandbox import SandboxSpec
-from test_gcp_provider import RUN, calls, gcp_cli, provider, spec, sshd  # noqa: F401  (fixtures)
-from test_gcp_provider import fake as fake  # noqa: F401,PLC0414  (fixture)
+from gcp_vms import RUN, calls, gcp_cli, provider, spec, sshd  # noqa: F401  (fixtures)
+from gcp_vms import fake as fake  # noqa: F401,PLC0414  (fixture)
 
 
 def insert_request(name="rules", **changes):
@@ -196,7 +196,8 @@ def test_the_machine_type_fits_the_task(fake, sshd):  # noqa: F811
 
 def test_label_keys_start_with_a_letter_and_vms_get_the_default_service_account():
     pytest.importorskip("google.cloud.compute_v1")
-    from agentcompass.providers.gcp.provider import GcpProvider, label_key
+    from agentcompass.providers.gcp.provider import GcpProvider
+    from agentcompass.providers.gcp.vm import label_key
     from agentcompass.providers.gcp.ssh import EphemeralKey
 
     assert label_key("1team") == "k-1team" and label_key("Team") == "team"

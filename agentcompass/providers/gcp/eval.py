@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agentcompass.core.errors import InfraError, UserError
-from agentcompass.providers.gcp.provider import GcpProvider, instance_name, label_value
+from agentcompass.providers.gcp.provider import GcpProvider
+from agentcompass.providers.gcp.vm import instance_name, label_value
 from agentcompass.providers.gcp.api import gcp_credentials
 from agentcompass.core.results import TrialResult, iso, now_iso
 from agentcompass.core.sandbox import SandboxSpec

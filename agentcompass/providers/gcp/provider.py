@@ -6,7 +6,8 @@ VM deletes itself if the orchestrator dies). Its start-up script pulls the task 
 builds the task's Dockerfile, whose context arrives over SSH) and starts the task container
 with its limits and network policy. Commands then run as `docker exec` over SSH with a per-run
 ephemeral key injected through instance metadata; files move as tar streams over the same
-channel. A zone out of capacity tries the next configured zone. Close deletes the VM and waits.
+channel (sandbox.py). A zone out of capacity tries the next configured zone. Close deletes the
+VM and waits.
 
 Project: environments.gcp.project_id (private --config) > GOOGLE_CLOUD_PROJECT > the project of
 Application Default Credentials (or of `credentials_file`). The google-cloud SDK is imported
@@ -16,30 +17,19 @@ inside the methods that use it, never when the CLI starts.
 from __future__ import annotations
 
 import contextlib
-import json
-import shlex
-import tarfile
-import tempfile
 import threading
-import time
 import uuid
-from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pydantic import AliasChoices, Field
-
 from agentcompass.core.errors import InfraError, UserError
+from agentcompass.core.sandbox import SandboxSpec, common_refusals
 from agentcompass.providers.gcp.api import (ROLES_HINT, SCOPES, delete_instance, gcp_credentials, insert_failure,
                                             wait_for)
-from agentcompass.providers.gcp.batch import BatchSettings
-from agentcompass.providers.gcp.vm import (  # noqa: F401  (names and labels: re-exported for gcp_eval and tests)
-    STATE_DIR, disk_gb, instance_name, label_key, label_value, labels_filter, startup_script,
-)
-from agentcompass.providers.modal.provider import DOWNLOAD_SCRIPT, MISSING_EXIT  # the same tar-over-exec download
-from agentcompass.providers.remote import EXEC_MARK, KILL_MARKED, extract_renamed, one_line, upload_archive
-from agentcompass.providers.gcp.ssh import EphemeralKey, SshHost
-from agentcompass.core.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals
-from agentcompass.core.schema import Positive, PositiveInt, Strict
+from agentcompass.providers.gcp.sandbox import GcpSandbox
+from agentcompass.providers.gcp.settings import GcpSettings
+from agentcompass.providers.gcp.ssh import EphemeralKey
+from agentcompass.providers.gcp.vm import disk_gb, instance_name, label_key, label_value, labels_filter, startup_script
+from agentcompass.providers.remote import one_line
 
 DEFAULT_LIFETIME_S = 2 * 3600  # when neither the settings nor the task say how long a VM may live
 
@@ -48,45 +38,7 @@ class GcpProvider:
     name = "gcp"
     extra, extra_modules = "gcp", ("google.cloud.compute_v1", "paramiko")
 
-    class Settings(Strict):
-        project_id: str | None = None
-        zone: str = "us-central1-a"
-        zones: list[str] = []  # further zones to try, in order, when one is out of capacity
-        region: str | None = None  # default: the zone's
-        machine_type: str = "e2-medium"
-        vm_image_family: str = "cos-stable"
-        vm_image_project: str = "cos-cloud"
-        disk_gb: PositiveInt = 50
-        network: str = "default"
-        git_network: str | None = None  # CooperBench's name for the VPC; wins over network
-        subnetwork: str | None = None
-        external_ip: bool = True  # SSH reaches the VM at its external address; false: its internal one
-        network_tags: list[str] = ["agentcompass-ssh"]  # the firewall rule allowing SSH targets these
-        # The VMs' service account ("default": the project's Compute default, with the cloud-platform scope, so
-        # a VM can pull private Artifact Registry images); null: none.
-        service_account: str | None = "default"
-        os_login: bool | None = None  # null: detected (org policy compute.requireOsLogin); true: always
-        os_login_account: str | None = None  # whose OS Login profile gets the run's key; default the credentials' e-mail
-        spot: bool = False
-        labels: dict[str, str] = {}
-        image: str | None = None  # run-wide registry image for every task, instead of the task's own
-        cpu: Positive | None = Field(None, validation_alias=AliasChoices("cpus", "cpu"))  # overrides the task's cpus (container limit)
-        memory: PositiveInt | None = Field(None, validation_alias=AliasChoices("memory_mb", "memory"))  # MiB; overrides the task's
-        timeout_s: PositiveInt | None = None  # the VM's time-to-live; default the task's lifetime + boot_timeout_s
-        boot_timeout_s: Positive = 600.0  # VM up, image pulled or built, container started
-        operation_timeout_s: Positive = 600.0  # one insert or delete operation
-        ssh_user: str = "agentcompass"
-        ssh_port: PositiveInt = 22
-        sudo: bool = True  # the SSH user runs docker and writes the VM's state through sudo
-        shell: str = "bash"  # runs every exec'd command: SHELL -c CMD
-        output_cap_bytes: PositiveInt = DEFAULT_OUTPUT_CAP
-        credentials_file: str | None = None  # a service-account key file (private --config only)
-        batch: BatchSettings = BatchSettings()  # `eval`/`validate` on gcp: ONE GCP Batch job (providers/gcp/eval.py)
-
-        @property
-        def default_region(self) -> str:
-            """`region`, else the zone's (Batch jobs and subnetworks live in a region)."""
-            return self.region or self.zone.rsplit("-", 1)[0]
+    Settings = GcpSettings
 
     def __init__(self, keep: bool = False, **settings: Any) -> None:
         self.settings = self.Settings(**settings)
@@ -312,127 +264,3 @@ class GcpProvider:
             return deleted
         jobs = BatchJobs(batch_v1.BatchServiceClient(credentials=self._credentials), project, self.settings.default_region)
         return deleted + jobs.delete_labelled(labels)
-
-
-class GcpSandbox:
-    def __init__(self, provider: GcpProvider, instances: Any, project: str, zone: str, name: str,
-                 spec: SandboxSpec, key: EphemeralKey) -> None:
-        self.provider, self.instances, self.project, self.zone = provider, instances, project, zone
-        self.id = name
-        self.spec = spec
-        self.settings = provider.settings
-        self.root = "sudo " if self.settings.sudo else ""
-        self.docker = f"{self.root}docker"
-        self.has_task_image = self.settings.image is None
-        self.ssh: SshHost | None = None
-        self._key = key
-        self._closed = False
-        self._close_lock = threading.Lock()
-
-    def attach_hint(self) -> str:
-        return (f"gcloud compute ssh {self.id} --zone {self.zone} --project {self.project} -- "
-                f"{self.docker} exec -it {self.id} bash   (delete it with: agentcompass cleanup --env gcp)")
-
-    def start(self) -> None:
-        """Connect over SSH, send the build context when there is one, wait for the task container."""
-        s = self.settings
-        deadline = time.monotonic() + s.boot_timeout_s
-        try:
-            instance = self.instances.get(project=self.project, zone=self.zone, instance=self.id)
-            interface = instance.network_interfaces[0]
-            address = interface.access_configs[0].nat_i_p if s.external_ip and interface.access_configs else interface.network_i_p
-            self.ssh = SshHost(address, s.ssh_port, self.provider.ssh_user, self._key)
-            self.ssh.connect(deadline, self.provider.aborting)
-            state = f"{STATE_DIR}/{self.id}"
-            if not (s.image or self.spec.image) and self.spec.build_context:
-                with tempfile.TemporaryFile() as spool:
-                    with tarfile.open(fileobj=spool, mode="w") as archive:
-                        archive.add(str(self.spec.build_context), arcname=".")
-                    spool.seek(0)
-                    self._must(f"{self.root}mkdir -p {state} && {self.root}tee {state}/context.part >/dev/null && "
-                               f"{self.root}mv {state}/context.part {state}/context.tar", stdin=spool)
-            # Wait in short rounds (no "done" yet: ask again), so an interrupt is noticed within seconds.
-            wait = f"for i in 1 2 3 4 5; do [ -e {state}/status ] && echo done && exit $(cat {state}/status); sleep 1; done"
-            while b"done" not in (done := self.ssh.run(f"{self.root}sh -c {shlex.quote(wait)}", timeout=30)).stdout:
-                if self.provider.aborting.is_set():
-                    raise InfraError("interrupted")
-                if time.monotonic() > deadline:
-                    break
-            if b"done" not in done.stdout or done.exit_code != 0:
-                log = self.ssh.run(f"{self.root}tail -c 2000 {state}/startup.log").stdout.decode(errors="replace")
-                why = f"failed ({done.exit_code})" if b"done" in done.stdout else f"took over {s.boot_timeout_s:.0f}s"
-                raise InfraError(f"VM {self.id}: the task container's start-up {why}: {one_line(log)[-400:]}")
-            if "public" in self.spec.network_modes and not self.spec.allow_internet:
-                self.set_network("no-network")  # started on the bridge so that a later phase can join it
-        except BaseException:
-            self.close()
-            raise
-
-    def _must(self, command: str, **kwargs: Any) -> Any:
-        assert self.ssh is not None
-        done = self.ssh.run(command, **kwargs)
-        if done.exit_code != 0:
-            raise InfraError(f"VM {self.id}: `{command[:80]}` failed ({done.exit_code}): "
-                             f"{one_line(done.stderr.decode(errors='replace'))[:300]}")
-        return done
-
-    def _ssh(self) -> SshHost:
-        if self._closed or self.ssh is None:
-            raise InfraError("sandbox is closed")
-        return self.ssh
-
-    # -- exec ----------------------------------------------------------------------------
-    def exec(self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None,
-             timeout: float | None = None, user: str | None = None) -> ExecResult:
-        mark = uuid.uuid4().hex
-        q = shlex.quote
-        variables = " ".join(f"-e {q(f'{k}={v}')}" for k, v in {**(env or {}), EXEC_MARK: mark}.items())
-        as_user = f"-u {q(user)} " if user else ""
-        command = (f"{self.docker} exec {as_user}-w {q(cwd or self.spec.workdir)} {variables} {self.id} "
-                   f"{q(self.settings.shell)} -c {q(cmd)}")
-        start = time.monotonic()
-        kill = f"{self.docker} exec {self.id} /bin/sh -c {q(KILL_MARKED)} {q(f'{EXEC_MARK}={mark}')}"
-        cap = self.settings.output_cap_bytes
-        done = self._ssh().run(command, timeout=timeout, keep=cap + 1,
-                               on_timeout=lambda: self._ssh().run(kill, timeout=60))
-        return ExecResult(done.exit_code, cap_output(done.stdout, cap), cap_output(done.stderr, cap), done.timed_out,
-                          time.monotonic() - start)
-
-    def set_network(self, mode: str, allowed_hosts: tuple[str, ...] = ()) -> None:  # no allowlists here (refused)
-        """A phase's network (Harbor's network_mode): the task container on the VM's bridge, or on none at all."""
-        inspect = self._must(f"{self.docker} inspect -f '{{{{json .NetworkSettings.Networks}}}}' {self.id}")
-        attached, wanted = "bridge" in (json.loads(inspect.stdout or b"null") or {}), mode == "public"
-        if wanted != attached:
-            self._must(f"{self.docker} network {'connect' if wanted else 'disconnect'} bridge {self.id}")
-
-    # -- files ---------------------------------------------------------------------------
-    def upload(self, local: Path, remote: str) -> None:
-        """Copy a file or a directory's contents to `remote`, creating parent directories."""
-        with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
-            upload_archive(local, remote, spool)
-            self._must(f"{self.docker} exec -i {self.id} tar -xf - -C /", stdin=spool)
-
-    def download(self, remote: str, local: Path) -> None:
-        """Copy `remote` (a file, or a directory's contents) to `local`; FileNotFoundError when it is missing."""
-        q = shlex.quote
-        with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
-            done = self._ssh().run(f"{self.docker} exec {self.id} /bin/sh -c {q(DOWNLOAD_SCRIPT)} download "
-                                   f"{q(str(PurePosixPath(remote)))}", stdout=spool)
-            if done.exit_code == MISSING_EXIT:
-                raise FileNotFoundError(remote)
-            if done.exit_code != 0:
-                raise InfraError(f"download of {remote} failed (exit {done.exit_code}): "
-                                 f"{one_line(done.stderr.decode(errors='replace'))[:300]}")
-            spool.seek(0)
-            with tarfile.open(fileobj=spool, mode="r") as archive:
-                extract_renamed(archive, local)
-
-    def close(self) -> None:
-        """Delete the VM and wait until it is gone. Safe to call twice, from any thread."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        if self.ssh is not None:
-            self.ssh.close()
-        delete_instance(self.instances, self.project, self.zone, self.id, self.settings.operation_timeout_s)

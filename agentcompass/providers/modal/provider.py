@@ -3,38 +3,29 @@
 The image is a run-wide override, the task's registry image (`Image.from_registry`) or the
 task's environment/Dockerfile (`Image.from_dockerfile`, cached by Modal per content). A
 sandbox shares no filesystem with the orchestrator: commands go through `Sandbox.exec`, files
-travel as tar archives through an exec's stdin and stdout. Modal's own sandbox `timeout` caps
-every sandbox's life, so none outlives a crashed run by more than that. Credentials (see
-modal_setup.py) go to the SDK as a Client object only. The `modal` SDK is imported inside the
+travel as tar archives through an exec's stdin and stdout (sandbox.py). Modal's own sandbox
+`timeout` caps every sandbox's life, so none outlives a crashed run by more than that.
+Credentials (see setup.py) go to the SDK as a Client object only. The `modal` SDK is imported inside the
 methods that use it, never when the CLI starts.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import math
 import string
-import tarfile
-import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path, PurePosixPath
-from typing import IO, TYPE_CHECKING, Any
-
-from pydantic import AliasChoices, Field, SecretStr, model_validator
+from typing import TYPE_CHECKING, Any
 
 from agentcompass.core.errors import BackPressure, BuildFailed, FatalInfraError, InfraError, TrialError, UserError
+from agentcompass.core.sandbox import SandboxSpec, common_refusals, refusal, uncapped_storage
+from agentcompass.providers.modal.sandbox import ModalSandbox
+from agentcompass.providers.modal.settings import MAX_LIFETIME_S, ModalSettings
 from agentcompass.providers.modal.setup import (  # noqa: F401  (modal_credentials: re-exported for tests)
     CREDENTIALS_HINT, ModalCredentials, import_modal, modal_credentials, modal_readiness,
 )
-from agentcompass.providers.remote import (
-    DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, OWNER_LABEL, RemoteSandbox, extract_renamed,
-    is_leftover, one_line, process_owner, upload_archive,
-)
-from agentcompass.core.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals, refusal, uncapped_storage
-from agentcompass.core.schema import Positive, PositiveInt, Strict
+from agentcompass.providers.remote import OWNER_LABEL, is_leftover, one_line, process_owner
 
 if TYPE_CHECKING:
     import modal
@@ -42,19 +33,12 @@ if TYPE_CHECKING:
     from agentcompass.core.readiness import Readiness
 
 DEFAULT_LIFETIME_S = 2 * 3600  # when neither the settings nor the task say how long a sandbox may live
-MAX_LIFETIME_S = 24 * 3600  # Modal's own ceiling for a sandbox's timeout
 MAX_NAME_LEN = 64  # Modal object names: [a-zA-Z0-9_.-], at most 64 characters
 NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")  # the SDK's is_valid_object_name
 MAX_TAG_LEN = 63  # the SDK's check_tag_dict: keys and values [a-zA-Z0-9._-]{1,63}, the name alphabet
 VCPUS_PER_CORE = 2  # Modal's `cpu` counts physical cores, each two vCPUs; docker's --cpus and GCP count vCPUs
 MIN_CPU = 0.125  # Modal's smallest (and default) CPU request, in cores
-MISSING_EXIT = 44  # the download script's exit code for a path that does not exist
-UPLOAD_CHUNK = 1024 * 1024
-MAX_INLINE_COMMAND = 60 * 1024  # Modal refuses an exec whose arguments pass 64 KiB (ARG_MAX_BYTES in the SDK)
-TRANSFER_TIMEOUT_S = 1800  # a tar upload or download: Modal ends it past this
 NAME_RELEASE_WAIT_S = 60  # how long a terminating sandbox may keep its name from the next attempt
-# Tar up $1 from its parent directory, so the archive's top entry is its basename.
-DOWNLOAD_SCRIPT = f'test -e "$1" || exit {MISSING_EXIT}; cd "$(dirname "$1")" && exec tar -cf - "$(basename "$1")"'
 
 
 def modal_name(name: str) -> str:
@@ -94,36 +78,7 @@ class ModalProvider:
     # ResourceExhaustedError past a few sandbox creations a second; concurrency is the account's to cap.
     default_open_qps, default_provider_limit = 4.0, None
 
-    class Settings(Strict):
-        """The names of the Modal docs' parameter table; the older spellings are accepted as aliases (listed
-        first: the shipped YAML sets the canonical name to null, so an alias present is what the user typed)."""
-
-        app_name: str = "agentcompass"  # the Modal app the sandboxes belong to (created when missing)
-        environment_name: str | None = None  # Modal environment; default: the profile's
-        image: str | None = None  # run-wide registry image for every task, instead of the task's own
-        named_image: str | None = None  # a published Modal image, looked up by name (Image.from_name)
-        add_python: str | None = None  # e.g. "3.11": let Modal add Python to an image without it
-        # cpu (Modal cores: 1 core = 2 vCPUs) and memory (MiB) override the task's; both are passed as
-        # (request, limit), like docker's caps. Without it, the task's cpus (vCPUs) are converted to cores.
-        cpu: Positive | None = Field(None, validation_alias=AliasChoices("cpus", "cpu"))
-        memory: PositiveInt | None = Field(None, validation_alias=AliasChoices("memory_mb", "memory"))
-        gpu: str | None = None  # e.g. "A10G" or "H100:2"
-        region: str | None = None
-        timeout: PositiveInt | None = Field(None, validation_alias=AliasChoices("timeout_s", "timeout"))
-        idle_timeout: PositiveInt | None = Field(None, validation_alias=AliasChoices("idle_timeout_s", "idle_timeout"))
-        env_variables: dict[str, str] = Field(default_factory=dict)  # non-secret variables for every sandbox
-        block_network: bool | None = None  # default: blocked when the task disallows internet
-        token_id: SecretStr | None = None
-        token_secret: SecretStr | None = None
-        shell: str = "bash"  # runs every exec'd command: SHELL -c CMD
-        output_cap_bytes: PositiveInt = DEFAULT_OUTPUT_CAP
-        ready_timeout: PositiveInt = 600  # how long a new sandbox may take to be scheduled and start
-
-        @model_validator(mode="after")
-        def _one_image(self) -> "ModalProvider.Settings":
-            if self.image and self.named_image:
-                raise ValueError("set image (a registry image) or named_image (a Modal image), not both")
-            return self
+    Settings = ModalSettings
 
     def __init__(self, keep: bool = False, **settings: Any) -> None:
         self.settings = self.Settings(**settings)
@@ -389,197 +344,3 @@ def classify(exc: Exception, what: str) -> TrialError:
     if any(isinstance(exc, getattr(modal.exception, n, ())) for n in FATAL):
         return FatalInfraError(f"{text} ({type(exc).__name__}: not retried; fix the setting or the credentials)")
     return InfraError(text)
-
-
-class ModalSandbox(RemoteSandbox):
-    def __init__(self, sandbox: "modal.Sandbox", spec: SandboxSpec, settings: ModalProvider.Settings,
-                 has_task_image: bool = True) -> None:
-        super().__init__(spec, settings, has_task_image)
-        self.sandbox = sandbox
-        self.id = sandbox.object_id
-
-    def attach_hint(self) -> str:
-        return (f"modal shell {self.id}   (it ends by itself after its timeout; end it now with: "
-                f"agentcompass cleanup --env modal)")
-
-    def wait_ready(self, timeout: float) -> None:
-        """The first command: Modal returns from create before the sandbox is scheduled, and exec waits for
-        it. The caller bounds this wait (ModalProvider._scheduled); it never counts as a command's time."""
-        self._wait(self._start("true", timeout=math.ceil(timeout)))
-
-    # -- exec ----------------------------------------------------------------------------
-    def exec(
-        self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None,
-        user: str | None = None,
-    ) -> ExecResult:
-        mark = uuid.uuid4().hex
-        start = time.monotonic()
-        if len(cmd.encode()) > MAX_INLINE_COMMAND:  # Modal refuses an argv over 64 KiB: send it as a file
-            script = f"/tmp/agentcompass-cmd-{mark}.sh"
-            self._upload_bytes(cmd.encode(), script)
-            argv: tuple[str, ...] = (self.settings.shell, script)
-        else:
-            argv = (self.settings.shell, "-c", cmd)
-        # Modal kills the command at its exec timeout; the kill below also catches what it forked.
-        process = self._start(*argv, workdir=cwd or self.spec.workdir or None, env={**(env or {}), EXEC_MARK: mark},
-                              timeout=math.ceil(timeout) if timeout else MAX_LIFETIME_S)
-        keep = self.settings.output_cap_bytes + 1  # one byte more than the cap, so cap_output marks the cut
-        stdout, stderr = bytearray(), bytearray()
-        errors: list[Exception] = []
-        readers = [threading.Thread(target=read_capped, args=(stream, buffer, keep, errors), daemon=True)
-                   for stream, buffer in ((process.stdout, stdout), (process.stderr, stderr))]
-        for reader in readers:
-            reader.start()
-        deadline = start + timeout if timeout else None
-        for reader in readers:
-            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        timed_out = any(reader.is_alive() for reader in readers)
-        if timed_out:
-            self._kill_marked(mark)
-            for reader in readers:
-                reader.join(DRAIN_AFTER_KILL_S)
-            code = 124
-        else:
-            code = self._wait(process)
-            self._check_exit(code, broken=bool(errors))  # a sandbox that died under the command: not its verdict
-            if errors:  # the stream broke in a live sandbox: the output is incomplete, so there is no result
-                raise InfraError(f"output of a command in Modal sandbox {self.id} broke off: {one_line(errors[0])[:300]}")
-            # Modal's own exec timeout ended it first: wait() reports -1 for that.
-            if timeout and code == -1:
-                timed_out, code = True, 124
-                self._kill_marked(mark)
-        cap = self.settings.output_cap_bytes
-        return ExecResult(code, cap_output(bytes(stdout), cap), cap_output(bytes(stderr), cap), timed_out,
-                          time.monotonic() - start)
-
-    def _start(self, *args: str, **kwargs: Any) -> Any:
-        import modal
-
-        if self._closed:
-            raise InfraError("sandbox is closed")
-        try:
-            return self.sandbox.exec(*args, text=False, **kwargs)
-        except modal.exception.Error as exc:
-            raise self._failure(f"exec in Modal sandbox {self.id} failed", exc) from exc
-
-    def _wait(self, process: Any) -> int:
-        import modal
-
-        try:
-            return int(process.wait())
-        except modal.exception.Error as exc:
-            raise self._failure(f"exec in Modal sandbox {self.id} vanished", exc) from exc
-
-    def _lost(self) -> str | None:
-        """None while the sandbox runs; else how it ended (terminated, past its timeout, gone)."""
-        import modal
-
-        try:
-            code = self.sandbox.poll()
-        except (modal.exception.NotFoundError, modal.exception.SandboxTerminatedError):
-            return f"Modal sandbox {self.id} no longer exists"
-        except modal.exception.Error:
-            return None  # Modal is hard to reach, which says nothing about the sandbox: an ordinary infra error
-        return None if code is None else f"Modal sandbox {self.id} has ended (exit code {code})"
-
-    def _kill_marked(self, mark: str) -> None:
-        import modal
-
-        try:
-            killer = self.sandbox.exec("/bin/sh", "-c", KILL_MARKED, f"{EXEC_MARK}={mark}", text=False, timeout=60)
-            killer.wait()
-        except modal.exception.Error:
-            pass  # the sandbox is gone: so is the command
-
-    # -- files ---------------------------------------------------------------------------
-    def upload(self, local: Path, remote: str) -> None:
-        """Copy a file or a directory's contents to `remote`, creating parent directories."""
-        with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
-            upload_archive(local, remote, spool)
-            self._send_archive(spool, f"upload of {local} to {remote}")
-
-    def _upload_bytes(self, data: bytes, remote: str) -> None:
-        with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
-            with tarfile.open(fileobj=spool, mode="w") as archive:
-                info = tarfile.TarInfo(remote.lstrip("/"))
-                info.size, info.mode = len(data), 0o644
-                archive.addfile(info, io.BytesIO(data))
-            spool.seek(0)
-            self._send_archive(spool, f"upload of a command to {remote}")
-
-    def _send_archive(self, spool: IO[bytes], what: str) -> None:
-        import modal
-
-        process = self._start("tar", "-xf", "-", "-C", "/", timeout=TRANSFER_TIMEOUT_S)
-        try:
-            while chunk := spool.read(UPLOAD_CHUNK):
-                process.stdin.write(chunk)
-                process.stdin.drain()
-            process.stdin.write_eof()
-            process.stdin.drain()
-        except modal.exception.Error as exc:
-            raise self._failure(f"{what} failed", exc) from exc
-        error = bytearray()
-        read_capped(process.stderr, error, 4096, [])
-        code = self._wait(process)
-        if code != 0:
-            self._raise_if_lost()
-            raise InfraError(f"{what} failed (tar exit {code}): {one_line(error.decode(errors='replace'))[:300]}")
-
-    def download(self, remote: str, local: Path) -> None:
-        """Copy `remote` (a file, or a directory's contents) to `local`; FileNotFoundError when it is missing."""
-        import modal
-
-        process = self._start(self.settings.shell, "-c", DOWNLOAD_SCRIPT, "download", str(PurePosixPath(remote)),
-                              timeout=TRANSFER_TIMEOUT_S)
-        with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
-            try:
-                for chunk in process.stdout:
-                    spool.write(chunk)
-            except modal.exception.Error as exc:
-                raise self._failure(f"download of {remote} failed", exc) from exc
-            code = self._wait(process)
-            if code == MISSING_EXIT:
-                raise FileNotFoundError(remote)
-            if code != 0:
-                self._raise_if_lost()
-                error = bytearray()
-                read_capped(process.stderr, error, 4096, [])
-                raise InfraError(f"download of {remote} failed (tar exit {code}): {one_line(error.decode(errors='replace'))[:300]}")
-            spool.seek(0)
-            with tarfile.open(fileobj=spool, mode="r") as archive:
-                extract_renamed(archive, local)
-
-    def close(self) -> None:
-        """Terminate the sandbox; nothing else. Safe to call twice, from any thread."""
-        import modal
-
-        if not self._close_once():
-            return
-        try:
-            self.sandbox.terminate()
-        except modal.exception.NotFoundError:
-            pass
-        except modal.exception.Error as exc:  # its hard lifetime ends it anyway: not worth a finished trial
-            import structlog
-
-            structlog.get_logger("agentcompass").warning("cannot terminate a Modal sandbox; it ends at its timeout", sandbox=self.id,
-                        error=one_line(exc)[:300])
-        finally:
-            try:
-                self.sandbox.detach()  # frees the client's connection to it
-            except Exception:  # detaching is local bookkeeping: never worth failing a trial for
-                pass
-
-
-def read_capped(stream: Any, buffer: bytearray, keep: int, errors: list[Exception]) -> None:
-    """Read a stream to its end, keeping at most `keep` bytes (the rest is read and dropped); a stream
-    that breaks off appends its error to `errors`, so no one mistakes what arrived for the whole output."""
-    try:
-        for chunk in stream:
-            if isinstance(chunk, str):
-                chunk = chunk.encode()
-            if len(buffer) < keep:
-                buffer += chunk[: keep - len(buffer)]
-    except Exception as exc:  # the sandbox or the connection went away mid-stream
-        errors.append(exc)
