@@ -37,6 +37,12 @@ SETTLE_S = 1.0  # an engine may record a command's death this long before its sa
 OWNER_LABEL = "agentcompass.owner"  # who opened a sandbox: host/pid/process start/provider instance
 
 
+MISSING_EXIT = 44  # the download script's exit code for a path that does not exist
+# A download as tar over exec (modal, gcp): $1 tarred from its parent directory, so the archive's top
+# entry is its basename.
+DOWNLOAD_SCRIPT = f'test -e "$1" || exit {MISSING_EXIT}; cd "$(dirname "$1")" && exec tar -cf - "$(basename "$1")"'
+
+
 class RemoteSandbox:
     """What docker's and modal's sandboxes share: the trial's spec, closing once, and telling a lost
     sandbox (SandboxLost: retried, whatever the phase) from a failed call (InfraError) by asking the

@@ -21,8 +21,8 @@ from agentcompass.providers.gcp.api import delete_instance
 from agentcompass.providers.gcp.settings import GcpSettings
 from agentcompass.providers.gcp.ssh import EphemeralKey, SshHost
 from agentcompass.providers.gcp.vm import STATE_DIR
-from agentcompass.providers.modal.sandbox import DOWNLOAD_SCRIPT, MISSING_EXIT  # the same tar-over-exec download
-from agentcompass.providers.remote import EXEC_MARK, KILL_MARKED, extract_renamed, one_line, upload_archive
+from agentcompass.providers.remote import (DOWNLOAD_SCRIPT, EXEC_MARK, KILL_MARKED, MISSING_EXIT, extract_renamed,
+                                          one_line, upload_archive)
 
 
 class VmOwner(Protocol):

@@ -18,18 +18,16 @@ from agentcompass.core.errors import InfraError
 from agentcompass.core.sandbox import ExecResult, SandboxSpec, cap_output
 from agentcompass.providers.modal.settings import MAX_LIFETIME_S, ModalSettings
 from agentcompass.providers.remote import (
-    DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, RemoteSandbox, extract_renamed, one_line, upload_archive,
+    DOWNLOAD_SCRIPT, DRAIN_AFTER_KILL_S, EXEC_MARK, KILL_MARKED, MISSING_EXIT, RemoteSandbox, extract_renamed, one_line,
+    upload_archive,
 )
 
 if TYPE_CHECKING:
     import modal
 
-MISSING_EXIT = 44  # the download script's exit code for a path that does not exist
 UPLOAD_CHUNK = 1024 * 1024
 MAX_INLINE_COMMAND = 60 * 1024  # Modal refuses an exec whose arguments pass 64 KiB (ARG_MAX_BYTES in the SDK)
 TRANSFER_TIMEOUT_S = 1800  # a tar upload or download: Modal ends it past this
-# Tar up $1 from its parent directory, so the archive's top entry is its basename.
-DOWNLOAD_SCRIPT = f'test -e "$1" || exit {MISSING_EXIT}; cd "$(dirname "$1")" && exec tar -cf - "$(basename "$1")"'
 
 
 class ModalSandbox(RemoteSandbox):
