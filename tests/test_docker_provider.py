@@ -277,14 +277,14 @@ def test_a_rebuilt_base_image_rebuilds_the_task_image(base_image, tmp_path):
 
 
 def test_from_images_skips_scratch_and_own_stages():
-    from agentcompass.providers.docker.provider import from_images
+    from agentcompass.providers.docker.images import from_images
 
     dockerfile = "FROM --platform=linux/amd64 python:3.12 AS build\nRUN x\nFROM build\nFROM scratch\nfrom debian:12\n"
     assert from_images(dockerfile) == ["python:3.12", "debian:12"]
 
 
 def test_base_images_fill_in_build_args():
-    from agentcompass.providers.docker.provider import base_images
+    from agentcompass.providers.docker.images import base_images
 
     dockerfile = "ARG BASE_IMAGE=python:3.11-slim\nARG TAG\nFROM ${BASE_IMAGE}\nFROM debian:$TAG AS x\n"
     assert base_images(dockerfile, {}) == ["python:3.11-slim", "debian:"]

@@ -264,7 +264,7 @@ class Gateway:
 
     # -- reachability ------------------------------------------------------------------------
     def _host_for(self, sandbox: "Sandbox") -> str:
-        from agentcompass.providers.docker.provider import DockerSandbox
+        from agentcompass.providers.docker.sandbox import DockerSandbox
         from agentcompass.providers.local.provider import LocalSandbox
 
         inner = getattr(sandbox, "inner", sandbox)  # the trial's TimedSandbox wraps the provider's

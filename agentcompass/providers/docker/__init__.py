@@ -1,5 +1,7 @@
-"""The docker env: one container per trial (or a compose project), images built locally (build,
-heredocs), compose projects (compose) and the allowlist egress proxy (egress)."""
+"""The docker env: one container per trial (or a compose project). The provider (provider) with its
+settings (settings), the images it pulls or builds (images; builds in build, heredocs), its sandboxes
+(sandbox), compose projects (compose) and the allowlist egress proxy (egress), which reach the provider
+only through the DockerEngine Protocol (engine)."""
 
 from __future__ import annotations
 

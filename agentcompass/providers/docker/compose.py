@@ -19,7 +19,7 @@ from agentcompass.core.sandbox import ContainerSpec, SandboxSpec
 if TYPE_CHECKING:
     import docker
 
-    from agentcompass.providers.docker.provider import DockerProvider
+    from agentcompass.providers.docker.engine import DockerEngine
 
 HEALTHY_WITHIN_S = 300.0
 
@@ -90,7 +90,7 @@ def remove_network(api: Any, network: str) -> None:
         pass
 
 
-def start_services(provider: "DockerProvider", spec: SandboxSpec) -> list[str]:
+def start_services(provider: "DockerEngine", spec: SandboxSpec) -> list[str]:
     """Build or pull, create and start every service but the client; returns their container ids."""
     import docker
 

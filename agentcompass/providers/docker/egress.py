@@ -20,7 +20,7 @@ from agentcompass.providers.remote import one_line
 from agentcompass.core.sandbox import SandboxSpec
 
 if TYPE_CHECKING:
-    from agentcompass.providers.docker.provider import DockerProvider
+    from agentcompass.providers.docker.engine import DockerEngine
 
 CONTEXT = Path(__file__).parent / "egress_proxy"
 ALIAS, PORT = "egress", 8888
@@ -38,7 +38,7 @@ def uses_egress(spec: SandboxSpec) -> bool:
 class Egress:
     """One trial's internal network and the proxy of its current phase."""
 
-    def __init__(self, provider: "DockerProvider", spec: SandboxSpec) -> None:
+    def __init__(self, provider: "DockerEngine", spec: SandboxSpec) -> None:
         self.provider, self.spec = provider, spec
         self.api = provider.client.api
         self.network = spec.name  # the trial's own, as for compose tasks
