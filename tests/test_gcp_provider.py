@@ -176,7 +176,7 @@ def test_cleanup_deletes_labelled_vms(fake, sshd):
 
 
 def batch_job(job_id: str, **labels: str) -> str:
-    """A job a killed `eval` left in the fake Batch service (as gcp_eval labels it: agentcompass=1, run=NAME)."""
+    """A job a killed `eval` left in the fake Batch service (as gcp/eval.py labels it: agentcompass=1, run=NAME)."""
     from google.cloud import batch_v1
 
     name = f"projects/{fake_gcp.ADC_PROJECT}/locations/us-central1/jobs/{job_id}"

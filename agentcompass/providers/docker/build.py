@@ -3,7 +3,7 @@
 docker-py only speaks the legacy builder, which rejects `RUN --mount`, `COPY --chmod` and
 heredocs. The docker CLI builds with the engine's BuildKit when DOCKER_BUILDKIT=1 and it either
 predates Docker 23 (BuildKit client built in) or has the buildx plugin. An engine older than 23
-ships a Dockerfile frontend without heredocs: see dockerfile_heredocs. Without such a CLI the
+ships a Dockerfile frontend without heredocs: see heredocs.py. Without such a CLI the
 engine's legacy builder is used, and said so.
 """
 
