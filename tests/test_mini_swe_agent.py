@@ -472,7 +472,7 @@ def test_an_outage_keeps_every_token_spent_and_counts_the_failed_requests(tmp_pa
 @pytest.mark.parametrize("isolation", ["none", "bwrap"])
 def test_the_prompt_configs_interpreter_env_and_bash_env_hold_on_the_local_provider(tmp_path, isolation):
     """As under mini's `docker exec -e K=V IMAGE bash -c CMD`: BASH_ENV is sourced once, by the command's shell."""
-    from agentcompass.harnesses.mini_swe_agent import SandboxEnvironment
+    from agentcompass.harnesses.mini_swe_environment import SandboxEnvironment
     from agentcompass.providers.local.provider import LocalProvider
     from agentcompass.core.sandbox import SandboxSpec
 
@@ -495,7 +495,7 @@ def test_a_submission_over_the_exec_output_cap_is_handed_over_whole(tmp_path):
 
     from minisweagent.exceptions import Submitted
 
-    from agentcompass.harnesses.mini_swe_agent import SandboxEnvironment
+    from agentcompass.harnesses.mini_swe_environment import SandboxEnvironment
     from agentcompass.providers.local.provider import LocalProvider
     from agentcompass.core.sandbox import DEFAULT_OUTPUT_CAP, SandboxSpec, TRUNCATION_MARK
 

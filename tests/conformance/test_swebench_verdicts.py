@@ -14,7 +14,7 @@ from conformance.conftest import anchor_python, check_divergences, run_driver
 from conformance.swebench_corpus import cases
 
 from agentcompass.core.errors import UserError
-from agentcompass.formats.swebench.format import eval_report, test_spec as our_test_spec
+from agentcompass.formats.swebench.grading import eval_report, test_spec as our_test_spec
 from agentcompass.formats.swebench.data import instance_for_test_spec, normalize_row
 
 

@@ -1,5 +1,6 @@
-"""The SWE-bench format: rows (data), classic eval scripts (classic), grading per instance or in one batch
-(batch), and the official-shaped reports (report)."""
+"""The SWE-bench format: rows (data), classic eval scripts (classic), the verdict on an eval log (grading), grading
+per instance or in one batch (batch) over the paths and commands they share (constants), and the official-shaped
+reports (report)."""
 
 from __future__ import annotations
 

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentcompass.core.task import Grade, Task
+from agentcompass.formats.swebench.constants import (APPLY_COMMANDS, EVAL_SCRIPT_PATH, GIT_TIMEOUT, START_REF,
+                                                     SUBMISSION_PATH, last_line)
+from agentcompass.formats.swebench.grading import eval_script, grade_log, unresolved
 
 if TYPE_CHECKING:
-    from agentcompass.formats.swebench.format import SwebenchFormat
     from agentcompass.core.context import TrialContext
 
 GRADE_SCRIPT_PATH = "/tmp/agentcompass-grade.sh"
@@ -39,9 +41,6 @@ class BatchWork:
 
 def grade_script(workdir: str, verify_timeout_s: float) -> str:
     """Stage, apply (swebench's GIT_APPLY_CMDS in order, as `apply_patch` does), then the eval script."""
-    from agentcompass.formats.swebench.format import (APPLY_COMMANDS, EVAL_SCRIPT_PATH, GIT_TIMEOUT, START_REF,
-                                               SUBMISSION_PATH)
-
     q = shlex.quote
     out, sub = OUTPUTS_DIR, SUBMISSION_PATH
     commands = " ".join(q(c) for c in APPLY_COMMANDS)
@@ -72,14 +71,12 @@ if [ "$code" -eq 137 ] && [ $(($(date +%s) - started)) -ge {timeout} ]; then ech
 """
 
 
-def batch_work(fmt: "SwebenchFormat", task: Task, patch: str, trial: "TrialContext") -> BatchWork | None:
+def batch_work(task: Task, patch: str, trial: "TrialContext") -> BatchWork | None:
     """What grading `patch` needs remotely; None when there is nothing to run (an empty patch)."""
-    from agentcompass.formats.swebench.format import EVAL_SCRIPT_PATH, SUBMISSION_PATH
-
     if not patch.strip():
         return None
     trial.write("submission.diff", patch)
-    _, script = fmt.eval_script(task, None, trial)
+    _, script = eval_script(task, None, trial)
     trial.write("eval.sh", script)
     return BatchWork(image=task.image or "", workdir=task.workdir, env=dict(task.env),
                      command=f"bash {GRADE_SCRIPT_PATH}", outputs=OUTPUTS_DIR,
@@ -87,14 +84,12 @@ def batch_work(fmt: "SwebenchFormat", task: Task, patch: str, trial: "TrialConte
                             GRADE_SCRIPT_PATH: grade_script(task.workdir, task.verify_timeout_s)})
 
 
-def batch_grade(fmt: "SwebenchFormat", task: Task, trial: "TrialContext", patch: str, outputs: Path | None) -> Grade:
+def batch_grade(task: Task, trial: "TrialContext", patch: str, outputs: Path | None) -> Grade:
     """The verdict from what grade.sh wrote (`outputs`), as `grade` reaches it in mode fresh."""
-    from agentcompass.formats.swebench.format import last_line
-
     mode = "fresh"
     trial.write("patch.diff", patch)
     if outputs is None or not patch.strip():
-        return fmt.unresolved(task, trial, patch, mode, f"empty patch: no changes in {task.workdir}")
+        return unresolved(task, trial, patch, mode, f"empty patch: no changes in {task.workdir}")
 
     def read(name: str) -> str:
         path = outputs / name
@@ -103,8 +98,8 @@ def batch_grade(fmt: "SwebenchFormat", task: Task, trial: "TrialContext", patch:
     trial.write("verifier.log", read("verifier.log"))
     status = read("status").strip()
     if status == "patch_not_applied":
-        return fmt.unresolved(task, trial, patch, mode, f"patch does not apply: {last_line(read('apply_error'))}")
+        return unresolved(task, trial, patch, mode, f"patch does not apply: {last_line(read('apply_error'))}")
     log = read("eval.log")
     trial.write("eval.log", log)
-    spec, _ = fmt.eval_script(task, None, trial)
-    return fmt.grade_log(task, trial, patch, mode, spec, log, timed_out=status == "timed_out")
+    spec, _ = eval_script(task, None, trial)
+    return grade_log(task, trial, patch, mode, spec, log, timed_out=status == "timed_out")

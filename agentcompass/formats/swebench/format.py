@@ -13,25 +13,33 @@ from __future__ import annotations
 
 import json
 import shlex
-import urllib.request
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.core.errors import InfraError, UserError
 from agentcompass.formats.base import SelectionParams, recipe_limits, render_instruction, select_tasks, source_path
-from agentcompass.formats.swebench.classic import ClassicSpec
-from agentcompass.formats.swebench.report import INSTANCE_REPORT, instance_report_text
+from agentcompass.formats.swebench.batch import BatchWork, batch_grade, batch_work
+from agentcompass.formats.swebench.constants import (
+    APPLY_COMMANDS,
+    EVAL_LOG_PATH,
+    EVAL_SCRIPT_PATH,
+    GIT_TIMEOUT,
+    PATCH_NOT_APPLIED,
+    PATCH_PATH,
+    START_REF,
+    SUBMISSION_PATH,
+    last_line,
+)
 from agentcompass.formats.swebench.data import (
     check_gradable,
-    classic_eval_script,
     has_eval_script,
     image_name,
     normalize_row,
     read_hf_dataset,
     read_rows_file,
-    instance_for_test_spec,
 )
+from agentcompass.formats.swebench.grading import eval_script, fetch_eval_log, grade_log, unresolved
 from agentcompass.core.results import write_atomic
 from agentcompass.core.sandbox import read_whole
 from agentcompass.core.schema import Recipe
@@ -44,24 +52,8 @@ if TYPE_CHECKING:
 
 DEFAULT_AGENT_TIMEOUT = 3600.0
 DEFAULT_VERIFY_TIMEOUT = 1800.0
-PATCH_NOT_APPLIED = "patch_not_applied"  # AgentOutcome.exit_status: a submitted patch failed to apply
-START_REF = "refs/agentcompass/start"  # what the harness started from; survives agent commits
-SUBMISSION_PATH = "/tmp/agentcompass-submission.diff"
-PATCH_PATH = "/tmp/agentcompass-patch.diff"  # the tree's diff, fetched whole (an exec's output is capped)
-EVAL_SCRIPT_PATH = "/tmp/agentcompass-eval.sh"
-EVAL_LOG_PATH = "/tmp/agentcompass-eval.log"
-ASSETS_DIR = "/image_assets"  # where the official harness stages image_assets
 EVALUATION_MODES = ("fresh", "same")
 OFFICIAL_MODAL_GRADING_VCPUS = 8.0  # run_evaluation_modal.py: Sandbox.create(..., cpu=4), 2 vCPUs a core
-# The order swebench.harness.run_evaluation tries (its GIT_APPLY_CMDS), on a pristine tree each time.
-APPLY_COMMANDS = (
-    "git apply --verbose",
-    "git apply --verbose --3way",
-    "git apply --verbose --reject",
-    "patch --batch --forward --fuzz=5 -p1 -i",
-)
-EVAL_LOG_DETAIL_CAP = 20_000  # characters of eval log kept in trials.jsonl; eval.log has it whole
-GIT_TIMEOUT = 600.0
 
 
 class SwebenchParams(SelectionParams):
@@ -213,129 +205,35 @@ class SwebenchFormat:
         if outcome.exit_status == PATCH_NOT_APPLIED:
             patch = outcome.submission or ""
             trial.write("patch.diff", patch)
-            return self.unresolved(task, trial, patch, mode, outcome.message)
+            return unresolved(task, trial, patch, mode, outcome.message)
         patch = (outcome.submission or "") if mode == "fresh" else self.extract_patch(task, sandbox)
         trial.write("patch.diff", patch)
         if not patch.strip():
-            return self.unresolved(task, trial, patch, mode, f"empty patch: no changes in {task.workdir}")
+            return unresolved(task, trial, patch, mode, f"empty patch: no changes in {task.workdir}")
         if mode == "fresh":
             applied = self.apply_patch(task, sandbox, trial, patch, log="verifier.log")
             if applied.exit_status == PATCH_NOT_APPLIED:
-                return self.unresolved(task, trial, patch, mode, applied.message)
+                return unresolved(task, trial, patch, mode, applied.message)
         return self.run_eval(task, sandbox, trial, patch, mode)
 
     def run_eval(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", patch: str, mode: str) -> Grade:
-        spec, script = self.eval_script(task, sandbox, trial)
+        spec, script = eval_script(task, sandbox, trial)
         sandbox.upload(trial.write("eval.sh", script), EVAL_SCRIPT_PATH)
         # One stream, as docker exec gives the official harness (the markers come from `set -x` on stderr),
         # into a file fetched whole: an exec's output is capped, and the end of the log decides the verdict.
         result = sandbox.exec(f"bash {EVAL_SCRIPT_PATH} > {EVAL_LOG_PATH} 2>&1", timeout=task.verify_timeout_s)
-        log = self.fetch_eval_log(sandbox, trial)
-        return self.grade_log(task, trial, patch, mode, spec, log, result.timed_out)
-
-    def eval_script(self, task: Task, sandbox: "Sandbox | None", trial: "TrialContext") -> tuple[Any, str]:
-        """swebench's test spec of the instance and its eval script (image assets restored before the tests;
-        they need a sandbox to stage them in)."""
-        spec = test_spec(task.data, task.image or "")
-        if sandbox is None:
-            if any((spec.image_assets or {}).get(key) for key in ("test_patch", "patch")):
-                raise UserError(f"{task.id} has image_assets, which eval on GCP Batch does not stage; "
-                                "evaluate it with --env docker or modal")
-            return spec, spec.eval_script
-        return spec, inject_asset_restore(spec.eval_script, self.stage_image_assets(spec.image_assets, sandbox, trial))
-
-    def grade_log(self, task: Task, trial: "TrialContext", patch: str, mode: str, spec: Any, log: str,
-                  timed_out: bool) -> Grade:
-        """The verdict on an eval log (written whole to eval.log first), by swebench's get_eval_report
-        (4.1.0's rules for classic rows: formats/swebench/classic.py)."""
-        if timed_out:  # the official harness notes it in the log the same way, then counts no result
-            log += f"\n\nTimeout error: {task.verify_timeout_s:.0f} seconds exceeded."
-            trial.write("eval.log", log)
-            return self.unresolved(task, trial, patch, mode, f"tests timed out after {task.verify_timeout_s:.0f}s", log)
-        prediction = {"instance_id": task.id, "model_name_or_path": model_name(trial), "model_patch": patch}
-        official = eval_report(spec, prediction, trial.dir / "eval.log")
-        trial.write(INSTANCE_REPORT, instance_report_text(official))  # as run_evaluation writes it
-        report = official[task.id]
-        status = report.get("tests_status") or {}
-        f2p = status.get("FAIL_TO_PASS") or {"success": [], "failure": []}
-        p2p = status.get("PASS_TO_PASS") or {"success": [], "failure": []}
-        resolved = bool(report["resolved"])
-        if not report["patch_successfully_applied"]:
-            message = "no test results in eval.log (the test patch or the test run failed)"
-            if report.get("infra_failure_reason"):  # advisory, as in swebench: the instance stays unresolved
-                message += f"; likely cause: {report['infra_failure_reason']}"
-        else:
-            message = (f"{'resolved' if resolved else 'not resolved'}: FAIL_TO_PASS {fraction_text(f2p)} passed, "
-                       f"PASS_TO_PASS {fraction_text(p2p)} passed")
-        return Grade(
-            passed=resolved,
-            reward=float(resolved),
-            rewards={"fail_to_pass": fraction(f2p), "pass_to_pass": fraction(p2p)},
-            message=message,
-            details={**self.base_details(task, trial, patch, mode, log), "resolved": resolved,
-                     "tests_parsed": bool(report["patch_successfully_applied"]),
-                     "infra_failure": bool(report.get("infra_failure")),
-                     "infra_failure_reason": report.get("infra_failure_reason"),
-                     "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p, "official_report": official},
-        )
+        log = fetch_eval_log(sandbox, trial)
+        return grade_log(task, trial, patch, mode, spec, log, result.timed_out)
 
     # -- grading on a batch backend (GCP Batch): formats/swebench/batch.py ------------------
-    def batch_work(self, task: Task, patch: str, trial: "TrialContext") -> Any:
-        from agentcompass.formats.swebench.batch import batch_work
-
-        return batch_work(self, task, patch, trial)
+    def batch_work(self, task: Task, patch: str, trial: "TrialContext") -> BatchWork | None:
+        return batch_work(task, patch, trial)
 
     def batch_grade(self, task: Task, trial: "TrialContext", patch: str, outputs: Path | None) -> Grade:
-        from agentcompass.formats.swebench.batch import batch_grade
-
-        return batch_grade(self, task, trial, patch, outputs)
+        return batch_grade(task, trial, patch, outputs)
 
     def gold_patch(self, task: Task) -> str:
         return str(task.data.get("patch") or "")
-
-    @staticmethod
-    def fetch_eval_log(sandbox: "Sandbox", trial: "TrialContext") -> str:
-        """eval.log as the official harness writes it: the whole output, decoded with replacement."""
-        raw = trial.dir / ".eval.log.raw"
-        try:
-            sandbox.download(EVAL_LOG_PATH, raw)
-            log = raw.read_bytes().decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            log = ""
-        finally:
-            raw.unlink(missing_ok=True)
-        trial.write("eval.log", log)
-        return log
-
-    @staticmethod
-    def stage_image_assets(image_assets: dict[str, Any], sandbox: "Sandbox", trial: "TrialContext") -> list[str]:
-        """Binary files a text patch cannot carry (SWE-bench Multimodal baselines), put in /image_assets
-        and restored into the tree before the tests, as swebench 5.x run_evaluation does."""
-        restore = []
-        for key in ("test_patch", "patch"):
-            for asset in (image_assets or {}).get(key) or []:
-                if not asset.get("path") or not asset.get("url"):
-                    continue  # the official harness skips an asset it has no source for
-                flat = asset["path"].replace("/", "__")
-                local = trial.dir / "image_assets" / flat
-                local.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    with urllib.request.urlopen(asset["url"], timeout=60) as response:
-                        local.write_bytes(response.read())
-                except (OSError, ValueError) as exc:  # unreachable: infra, retried (the official harness skips it)
-                    raise InfraError(f"cannot fetch image asset {asset['url']}: {exc}") from exc
-                sandbox.upload(local, f"{ASSETS_DIR}/{flat}")
-                restore.append(f"mkdir -p $(dirname {asset['path']}) && cp {ASSETS_DIR}/{flat} {asset['path']}")
-        return restore
-
-    def unresolved(self, task: Task, trial: "TrialContext", patch: str, mode: str, message: str, log: str = "") -> Grade:
-        details = {**self.base_details(task, trial, patch, mode, log), "resolved": False, "tests_parsed": False}
-        return Grade(passed=False, reward=0.0, message=message, details=details)
-
-    @staticmethod
-    def base_details(task: Task, trial: "TrialContext", patch: str, mode: str, log: str) -> dict[str, Any]:
-        return {"instance_id": task.id, "model_name_or_path": model_name(trial), "patch": patch,
-                "evaluation_mode": mode, "eval_log": log[-EVAL_LOG_DETAIL_CAP:]}
 
     # -- run artifacts -------------------------------------------------------------------
     def write_artifacts(self, run_dir: Path, results: list["TrialResult"], task_ids: list[str] | None = None,
@@ -363,58 +261,3 @@ class SwebenchFormat:
                 self.fivex_rows = {row["instance_id"]: has_eval_script(row) for row in self.rows()}
             fivex = any(self.fivex_rows.get(task_id) for task_id in task_ids)
             write_run_reports(run_dir, task_ids, results, fivex)
-
-
-def test_spec(row: dict[str, Any], image: str) -> Any:
-    """swebench 5.x's test spec of a 5.x row; for a classic row the spec 4.1.0 grades it by, with
-    4.1.0's eval script as is (5.x's make_test_spec would add its exit-code line, which 4.1.0 lacks)."""
-    if not has_eval_script(row):
-        from agentcompass.formats.swebench.classic import END_TEST_OUTPUT, START_TEST_OUTPUT
-
-        return ClassicSpec(instance_id=row["instance_id"], repo=row["repo"], FAIL_TO_PASS=row["FAIL_TO_PASS"],
-                           PASS_TO_PASS=row["PASS_TO_PASS"],
-                           eval_script=classic_eval_script(row, START_TEST_OUTPUT, END_TEST_OUTPUT))
-    from swebench.harness.utils import make_test_spec
-
-    return make_test_spec(instance_for_test_spec(row, image))
-
-
-def eval_report(spec: Any, prediction: dict[str, Any], log: Path) -> dict[str, Any]:
-    """The official per-instance report (report.json) of an eval log: 4.1.0's rules for a classic row's
-    spec, swebench 5.x's get_eval_report for a 5.x row's."""
-    if isinstance(spec, ClassicSpec):
-        from agentcompass.formats.swebench.classic import get_eval_report
-    else:
-        from swebench.harness.grading import get_eval_report
-    return get_eval_report(spec, prediction, str(log), include_tests_status=True)
-
-
-def inject_asset_restore(eval_script: str, restore: list[str]) -> str:
-    """The restore commands just before the test-output start marker (swebench 5.x _inject_asset_restore)."""
-    from swebench.harness.constants import START_TEST_OUTPUT
-
-    if not restore:
-        return eval_script
-    lines = eval_script.split("\n")
-    for index, line in enumerate(lines):
-        if START_TEST_OUTPUT in line:
-            return "\n".join(lines[:index] + restore + lines[index:])
-    return eval_script + "\n" + "\n".join(restore)
-
-
-def model_name(trial: "TrialContext") -> str:
-    return trial.labels.get("model_name") or trial.labels.get("model") or "agentcompass"
-
-
-def fraction(outcomes: dict[str, list[str]]) -> float:
-    total = len(outcomes["success"]) + len(outcomes["failure"])
-    return len(outcomes["success"]) / total if total else 1.0
-
-
-def fraction_text(outcomes: dict[str, list[str]]) -> str:
-    return f"{len(outcomes['success'])}/{len(outcomes['success']) + len(outcomes['failure'])}"
-
-
-def last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "no output"
