@@ -15,7 +15,7 @@ from agentcompass.formats.harbor.dataset import read_manifest
 from test_composition import resolved_for
 
 DATA = Path(__file__).parent / "data" / "deepswe"
-STUDY = Path(__file__).resolve().parents[2] / "shared" / "data" / "cost-bench" / "deepswe33-glm-opus48" / "tasks.txt"
+STUDY = Path(__file__).resolve().parent / "data" / "cost-bench" / "deepswe33-glm-opus48" / "tasks.txt"  # the study's own list
 TASK = "abs-module-cache-flags"
 BASE = "cb1b3b671d0ee9fa9da9f7b02f86967953ffd10a"
 IMAGE = "public.ecr.aws/d3j8x8q7/swe-bench-202605:kh75679ajj3b8dtd7se3h7z0a1833y6r-v1.1"
