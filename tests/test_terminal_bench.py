@@ -454,18 +454,10 @@ def run_docker(cli, tmp_path: Path, dataset: Path) -> dict:
     return trials(next((tmp_path / "res" / run_name).iterdir()))
 
 
-@pytest.mark.docker
-def test_shells_are_tmux_sessions_where_the_image_has_tmux(cli, base_image: str, tmp_path: Path) -> None:
-    dataset = tmp_path / "data"
-    swebench = "instruction: x\nparser_name: swebench\n"
-    image = TMUX_IMAGE.format(base=base_image)
-    # run_tests_in_same_shell: the tests see what the agent exported in its shell; without it they do not.
-    for name, same_shell in (("same-shell", "true"), ("fresh-shell", "false")):
-        write_task(dataset, name, dockerfile=image, task_yaml=f"{swebench}run_tests_in_same_shell: {same_shell}\n",
-                   files={"solution.yaml": "- export SECRET_WORD=xyzzy\n",
-                          "run-tests.sh": verdict_script('[ "$SECRET_WORD" = xyzzy ]')})
-    # Keystrokes typed into a Python REPL, as a terminal would take them.
-    write_task(dataset, "python-repl", dockerfile=image, task_yaml=swebench, files={
+def python_repl_files() -> dict[str, str]:
+    """Keystrokes typed into a Python REPL, as a terminal would take them, checked in the official tests shell
+    (root, a login shell on a 160-column terminal)."""
+    return {
         "solution.yaml": """
             - command: python3
               min_timeout_sec: 2
@@ -477,9 +469,22 @@ def test_shells_are_tmux_sessions_where_the_image_has_tmux(cli, base_image: str,
             - command: echo back in bash > /app/after.txt
               block: true
             """,
-        # The official tests shell: root, a login shell on a 160-column terminal.
         "run-tests.sh": verdict_script('[ "$(cat /app/out.txt)" = "typed into python" ] && [ -f /app/after.txt ] '
-                                       '&& [ "$(id -u)" = 0 ] && [ "$(tput cols)" = 160 ]')})
+                                       '&& [ "$(id -u)" = 0 ] && [ "$(tput cols)" = 160 ]')}
+
+
+@pytest.mark.docker
+def test_shells_are_tmux_sessions_where_the_image_has_tmux(cli, base_image: str, tmp_path: Path) -> None:
+    dataset = tmp_path / "data"
+    swebench = "instruction: x\nparser_name: swebench\n"
+    image = TMUX_IMAGE.format(base=base_image)
+    # run_tests_in_same_shell: the tests see what the agent exported in its shell; without it they do not.
+    for name, same_shell in (("same-shell", "true"), ("fresh-shell", "false")):
+        write_task(dataset, name, dockerfile=image, task_yaml=f"{swebench}run_tests_in_same_shell: {same_shell}\n",
+                   files={"solution.yaml": "- export SECRET_WORD=xyzzy\n",
+                          "run-tests.sh": verdict_script('[ "$SECRET_WORD" = xyzzy ]')})
+    # Keystrokes typed into a Python REPL, as a terminal would take them.
+    write_task(dataset, "python-repl", dockerfile=image, task_yaml=swebench, files=python_repl_files())
     rows = run_docker(cli, tmp_path, dataset)
     assert {k: r["status"] for k, r in rows.items()} == {"same-shell": "passed", "fresh-shell": "failed",
                                                          "python-repl": "passed"}, rows

