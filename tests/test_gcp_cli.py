@@ -78,15 +78,15 @@ def test_interrupt_while_vms_boot_ends_within_seconds(gcp_cli, tmp_path):
          str(tmp_path / "out"), "--run-name", RUN, "--task-concurrency", "3", "--env-params", gcp_cli.params],
         env={**os.environ, **gcp_cli.env, fake_gcp.BOOT_DELAY_ENV: "300"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline and not (log.exists() and log.read_text().count('"InstancesClient.get"') >= 3):
         time.sleep(0.2)  # three VMs inserted, each booting for five minutes
     time.sleep(1)
     proc.send_signal(signal.SIGINT)
     started = time.monotonic()
-    _, stderr = proc.communicate(timeout=60)
+    _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 60  # within seconds (a busy machine's), not the boots' 300 s
     sdk = [json.loads(line) for line in log.read_text().splitlines()]
     inserted = {c["args"][0]["instance_resource"]["name"] for c in sdk if c["call"] == "InstancesClient.insert"}
     deleted = [c["args"][0]["instance"] for c in sdk if c["call"] == "InstancesClient.delete"]

@@ -243,7 +243,7 @@ def test_the_wall_time_limit_cuts_a_long_command_and_ends_the_run(tmp_path):
     directory = run_dir(tmp_path / "results")
     [trial] = read_trials(directory)
     assert trial["agent_exit_status"] == "timeout" and trial["status"] == "failed", trial
-    assert trial["timings"]["agent"] < 20
+    assert trial["timings"]["agent"] < 40  # its 2 s limit on a busy machine, not the command's 60 s
     assert "timed out" in (directory / "tasks" / TASK / "attempt-1" / "agent.log").read_text()
 
 
@@ -275,15 +275,15 @@ def interrupt_and_check(proc: subprocess.Popen, stderr: Path, run_name: str) -> 
     proc.send_signal(signal.SIGINT)
     start = time.monotonic()
     try:
-        proc.wait(timeout=20)
+        proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack goes to stderr
         proc.wait()
-        pytest.fail(f"the run ignored SIGINT for 20 s: {stderr.read_text()[-6000:]}")
+        pytest.fail(f"the run ignored SIGINT for 60 s: {stderr.read_text()[-6000:]}")
     elapsed = time.monotonic() - start
     text = stderr.read_text()
     assert proc.returncode == 130, text[-2000:]
-    assert elapsed < 15, f"took {elapsed:.1f}s to stop"
+    assert elapsed < 20, f"took {elapsed:.1f}s to stop"
     assert "Traceback" not in text
     time.sleep(1.0)
     assert "Retrying" not in text[text.find("interrupted"):], text[-2000:]

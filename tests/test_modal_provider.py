@@ -213,7 +213,7 @@ def test_scheduling_is_bounded_by_ready_timeout(fake, monkeypatch, slow):
     started = time.monotonic()
     with pytest.raises(InfraError, match=r"not ready within ready_timeout = 2s \(waited 2\.\d+s"):
         provider(ready_timeout=2).open(spec())
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 5.5  # the 2 s, a busy machine's overhead, never the 6 s
     assert fake_modal.wait_until(lambda: not fake_modal.Sandbox.running, timeout=10)
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from fake_llm_server import FakeLLM, FakeLLMServer
+from shared_cache import exclusive
 
 F2P = "tests/test_calc.py::test_mul"
 P2P = "tests/test_calc.py::test_add"
@@ -110,15 +111,16 @@ def calc_image(base_image: str, calc_repo: CalcRepo, tmp_path_factory: pytest.Te
                   "python3-pytest && rm -rf /var/lib/apt/lists/*\nCOPY testbed /testbed\nWORKDIR /testbed\n")
     tag = f"agentcompass-test/swebench-calc:{hashlib.sha256((dockerfile + calc_repo.base_commit).encode()).hexdigest()[:12]}"
     client = docker.from_env()
-    try:
-        client.images.get(tag)
-        return tag
-    except docker.errors.ImageNotFound:
-        pass
-    context = tmp_path_factory.mktemp("calc-image")
-    shutil.copytree(calc_repo.path, context / "testbed")
-    (context / "Dockerfile").write_text(dockerfile)
-    client.images.build(path=str(context), tag=tag, rm=True)
+    with exclusive(tag):  # parallel test workers wait for one build
+        try:
+            client.images.get(tag)
+            return tag
+        except docker.errors.ImageNotFound:
+            pass
+        context = tmp_path_factory.mktemp("calc-image")
+        shutil.copytree(calc_repo.path, context / "testbed")
+        (context / "Dockerfile").write_text(dockerfile)
+        client.images.build(path=str(context), tag=tag, rm=True)
     return tag
 
 

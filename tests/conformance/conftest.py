@@ -13,13 +13,13 @@ import json
 import os
 import re
 import subprocess
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import IN_CI, REPO
+from conformance_tally import TALLY, Tally
 from sidevenv import side_venv
 
 HERE = Path(__file__).resolve().parent
@@ -48,43 +48,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason="conformance suite: opt in with --run-conformance"))
 
 
-class Tally:
-    """Comparisons per anchor and what they compared ("verdicts", "predictions files", ...)."""
-
-    def __init__(self) -> None:
-        self.counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-
-    def record(self, anchor: str, what: str, identical: int, total: int) -> None:
-        count = self.counts[(anchor, what)]
-        count[0] += identical
-        count[1] += total
-
-    def lines(self) -> list[str]:
-        return [f"{anchor}: {same} of {total} {what} identical"
-                for (anchor, what), (same, total) in sorted(self.counts.items())]
-
-    def table(self) -> str:
-        rows = [f"| {anchor} | {what} | {same} | {total} |" for (anchor, what), (same, total) in sorted(self.counts.items())]
-        return "\n".join(["| anchor | compared | identical | total |", "|---|---|---|---|", *rows]) + "\n"
-
-
-TALLY = Tally()
-
-
 @pytest.fixture(scope="session")
 def tally() -> Tally:
     return TALLY
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not TALLY.counts:
-        return
-    terminalreporter.section("conformance")
-    for line in TALLY.lines():
-        terminalreporter.write_line(line)
-    target = os.environ.get("AGENTCOMPASS_CONFORMANCE_TABLE")
-    if target:
-        Path(target).write_text(TALLY.table())
 
 
 def deliberate_differences() -> dict[str, str]:

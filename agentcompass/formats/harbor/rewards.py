@@ -104,13 +104,14 @@ def reaches(rewards: dict[str, float], minimum: float | dict[str, float] | None)
 
 
 def combine_steps(steps: list[dict[str, Any]], strategy: str, total: int) -> Grade:
-    """The trial's reward from its steps': their mean (a step never reached counts 0), or the final step's."""
+    """The trial's reward from its graded steps': their mean, or the final step's. As Harbor 0.26 (Trial.
+    _aggregate_step_rewards), a step never reached (after a stop below min_reward) is left out of the mean."""
     rewards = {f"{s['name']}/{key}": value for s in steps for key, value in s["rewards"].items()}
     if not steps:  # the agent failed before the first step was graded
         reward = 0.0
     elif strategy == "final":
         reward = steps[-1]["reward"]  # the last step run: a stop below min_reward ends the task there
     else:
-        reward = sum(s["reward"] for s in steps) / total
+        reward = sum(s["reward"] for s in steps) / len(steps)
     return Grade(passed=reward >= 1.0, reward=reward, rewards={"reward": reward, **rewards},
                  details={"steps": steps, "steps_run": len(steps), "steps_total": total})
