@@ -16,6 +16,8 @@ Every call is appended to `calls` and, when FAKE_GCP_LOG names a file, to that f
 lines, so a test can read what a CLI subprocess asked of the SDK. Only what the provider uses
 exists; the signatures match the real client's (tests/test_gcp_provider.py checks that).
 `install()` puts the fake in place of compute_v1.InstancesClient and google.auth.default.
+
+Longer than 400 lines because one fake of one service: Compute, OS Login and the VM boot share the recorded calls and the VMs' state.
 """
 
 from __future__ import annotations

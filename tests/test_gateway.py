@@ -1,6 +1,9 @@
 """The model gateway: tiers on every request, per-call records equal to the upstream's usage, streams
 relayed event by event, per-trial tokens, the upstream key kept on the host, outages as 5xx, and
-reachability from local and docker sandboxes. Real HTTP on 127.0.0.1, a real Docker engine."""
+reachability from local and docker sandboxes. Real HTTP on 127.0.0.1, a real Docker engine.
+
+Longer than 400 lines because its cases share the fake upstream and gateway fixtures; split with them next.
+"""
 
 from __future__ import annotations
 

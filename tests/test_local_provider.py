@@ -1,4 +1,7 @@
-"""The local provider: workspace mapping, timeouts that kill process groups, bwrap isolation."""
+"""The local provider: workspace mapping, timeouts that kill process groups, bwrap isolation.
+
+Longer than 400 lines because its cases share the workspace and bubblewrap fixtures; split with them next.
+"""
 
 from __future__ import annotations
 

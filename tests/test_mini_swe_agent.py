@@ -1,4 +1,7 @@
-"""mini_swe_agent end to end: the real agent, a real HTTP model endpoint (scripted), real sandboxes."""
+"""mini_swe_agent end to end: the real agent, a real HTTP model endpoint (scripted), real sandboxes.
+
+Longer than 400 lines because its cases share the scripted endpoint and sandbox fixtures; split with them next.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ parse_log_pytest). Several instances share it so one run yields many verdicts at
 patch, empty patch, a patch that breaks a PASS_TO_PASS test, one that does not apply, one whose
 tests are killed, one whose eval log is 12 MiB, and one that only adds a git-ignored file.
 Every verdict is checked against swebench's own `get_eval_report` on the same eval.log.
+
+Longer than 400 lines because its cases share one built instance image and its rows; split with them next.
 """
 
 from __future__ import annotations

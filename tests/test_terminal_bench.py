@@ -1,4 +1,7 @@
-"""Terminal-Bench: the v1 task format with pytest -rA grading, and Terminal-Bench 2 from a git source."""
+"""Terminal-Bench: the v1 task format with pytest -rA grading, and Terminal-Bench 2 from a git source.
+
+Longer than 400 lines because its module fixtures (built task images, a TB2 git source) are shared by every case; split with them next.
+"""
 
 from __future__ import annotations
 
