@@ -55,6 +55,8 @@ class GcpProvider:
         self._largest_cpus = 0
         self.default_provider_limit: int | None = None  # from the regional quotas, read by check()
         self.aborting = threading.Event()  # set on Ctrl-C: VMs still booting give up and are deleted
+        self._booting: dict[str, str] = {}  # VM name -> zone, from its insert until open() hands it over
+        self.delete_requested: set[str] = set()  # VMs interrupt() asked GCE to delete: no second delete
 
     @classmethod
     def readiness(cls, settings: dict[str, Any], live: bool, config_source: str = "") -> Any:
@@ -64,8 +66,29 @@ class GcpProvider:
         return gcp_readiness(cls.Settings(**settings), live, config_source)
 
     def interrupt(self) -> None:
-        """The run is ending (Ctrl-C, SIGTERM; the scheduler calls this): stop waiting for VMs to come up."""
+        """The run is ending (Ctrl-C, SIGTERM; the scheduler calls this): stop waiting for VMs to come up, and
+        ask GCE now to delete every VM still booting. A trial thread notices the interrupt only at its next
+        poll (seconds), and the process may be gone by then: a VM nobody deletes is billed until its
+        max_run_duration. The delete is only requested here (GCE finishes it without us)."""
         self.aborting.set()
+        with self._lock:
+            booting = dict(self._booting)
+        if not booting or self._instances is None:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        def request_delete(name: str, zone: str) -> None:
+            from google.cloud import compute_v1
+
+            with contextlib.suppress(Exception):  # already gone, or being deleted by its trial
+                with self._lock:
+                    self.delete_requested.add(name)
+                self._instances.delete(request=compute_v1.DeleteInstanceRequest(
+                    project=self._project, zone=zone, instance=name, request_id=str(uuid.uuid4())))
+
+        with ThreadPoolExecutor(max_workers=min(16, len(booting))) as pool:
+            for name, zone in booting.items():
+                pool.submit(request_delete, name, zone)
 
     # -- connection ----------------------------------------------------------------------
     def _connect(self) -> tuple[Any, str]:
@@ -164,12 +187,18 @@ class GcpProvider:
         key = self._ssh_key()
         zones = list(dict.fromkeys([s.zone, *s.zones]))
         full = []
-        for zone in zones:
-            if self._insert(instances, project, zone, name, spec, key):
-                box = GcpSandbox(self, instances, project, zone, name, spec, key)
-                box.start()
-                return box
-            full.append(zone)
+        try:
+            for zone in zones:
+                with self._lock:
+                    self._booting[name] = zone
+                if self._insert(instances, project, zone, name, spec, key):
+                    box = GcpSandbox(self, instances, project, zone, name, spec, key)
+                    box.start()
+                    return box
+                full.append(zone)
+        finally:
+            with self._lock:
+                self._booting.pop(name, None)
         raise InfraError(f"no capacity for {self.machine_type_for(spec)} in zones {', '.join(full)}; add zones with "
                          "--env-params '{\"zones\": [...]}' or try later")
 
@@ -202,8 +231,9 @@ class GcpProvider:
                     return False
                 request_id = str(uuid.uuid4())  # the failed operation's id would only replay its failure
             except InfraError:  # interrupted or too slow: the VM may still appear
-                with contextlib.suppress(Exception):
-                    delete_instance(instances, project, zone, name, timeout)
+                if name not in self.delete_requested:
+                    with contextlib.suppress(Exception):
+                        delete_instance(instances, project, zone, name, timeout)
                 raise
         raise InfraError(f"creating VM {name} in {zone}: GCP kept failing")
 

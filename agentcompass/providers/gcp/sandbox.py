@@ -27,10 +27,11 @@ from agentcompass.providers.remote import (DOWNLOAD_SCRIPT, EXEC_MARK, KILL_MARK
 
 class VmOwner(Protocol):
     """What a sandbox needs of the provider that inserted its VM (GcpProvider), named here so that this
-    module need not import the provider: its settings, the SSH user and the run's interrupt."""
+    module need not import the provider: its settings, the SSH user and the run's interrupt (and what it deleted)."""
 
     settings: GcpSettings
     aborting: threading.Event
+    delete_requested: set[str]  # VMs whose delete the interrupt already sent
 
     @property
     def ssh_user(self) -> str: ...
@@ -157,4 +158,6 @@ class GcpSandbox:
             self._closed = True
         if self.ssh is not None:
             self.ssh.close()
+        if self.id in self.provider.delete_requested:  # the interrupt already asked GCE to delete it
+            return
         delete_instance(self.instances, self.project, self.zone, self.id, self.settings.operation_timeout_s)
