@@ -1,3 +1,3 @@
-from agentcompass.cli import entry
+from agentcompass.commands.cli import entry
 
 entry()

@@ -73,7 +73,7 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float
 
 def prepare(scratch: Path) -> subprocess.Popen[bytes]:
     """results/taken: a run of other settings, its directory held by a live process (as a running run holds it)."""
-    from agentcompass.runlock import RunLock
+    from agentcompass.core.runlock import RunLock
 
     ran = subprocess.run([*AGENTCOMPASS, "run", "demo", "nop", "none", "--run-name", "other",
                           "--benchmark-params", '{"limit": 1}'], cwd=scratch, capture_output=True, text=True)
@@ -85,7 +85,7 @@ def prepare(scratch: Path) -> subprocess.Popen[bytes]:
     held = scratch / "results" / "taken" / "demo__mini_swe_agent__gpt-5-mini__local"
     held.mkdir(parents=True)
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[2]);"
-                               "from agentcompass.runlock import RunLock; from pathlib import Path;"
+                               "from agentcompass.core.runlock import RunLock; from pathlib import Path;"
                                "lock = RunLock(Path(sys.argv[1])).__enter__(); print('held', flush=True); time.sleep(3600)",
                                str(held), str(REPO)], stdout=subprocess.PIPE)
     assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentcompass.durable import write_file
-from agentcompass.sandbox import ExecResult, SandboxSpec
+from agentcompass.core.durable import write_file
+from agentcompass.core.sandbox import ExecResult, SandboxSpec
 
 
 class SimSandbox:
@@ -43,7 +43,7 @@ class SimSandbox:
 
 class SimProvider:
     name = "sim"
-    fork_safe = True  # nothing but sleeps: trials may run in worker processes (agentcompass.shards)
+    fork_safe = True  # nothing but sleeps: trials may run in worker processes (agentcompass.core.shards)
     Settings = None
 
     def __init__(self, open_s: float = 0.2, command_s: float = 0.05, keep: bool = False, **_: Any) -> None:

@@ -5,7 +5,7 @@
 Harbor needs Python >= 3.12, so its models are walked by this same file run with `--walk` under a Python
 that has `harbor` installed (PY; by default tests/sidevenv.py's venv of the pinned version is made or reused).
 The walk prints one JSON row per field: its dotted path (`[]` for a list's items), type, default and
-description. The table adds how agentcompass treats each field (agentcompass/formats/harbor_fields.py).
+description. The table adds how agentcompass treats each field (agentcompass/formats/harbor/fields.py).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def harbor_rows(python: str | None = None) -> list[dict[str, Any]]:
 
 def table(rows: list[dict[str, Any]]) -> str:
     sys.path.insert(0, str(REPO))
-    from agentcompass.formats.harbor_fields import handling
+    from agentcompass.formats.harbor.fields import handling
 
     version = HARBOR.split("==")[1]
     lines = [

@@ -25,4 +25,11 @@ python -m pip install -q -e '.[all]'
 bash scripts/ensure-docker.sh
 bash scripts/build-base-image.sh
 
-python -m pytest -q --run-conformance "$@"
+# In parallel (pytest-xdist): the tests mostly wait on Docker, sandboxes and CLI subprocesses, so twice as many
+# workers as cores pay (benchmarks/suite_time.md has the measurements). loadscope: a module's tests run on one
+# worker, so its module fixtures are built once and its tests never race each other for a run name (container
+# names derive from it) on the shared engine; the slowest modules go first (tests/conftest.py). What workers
+# share across modules (images, npm bundles, side venvs) is built once under a lock.
+# AGENTCOMPASS_TEST_WORKERS=N sets the count; arguments after ours win (`-n 0`: serially).
+workers="${AGENTCOMPASS_TEST_WORKERS:-$(( $(nproc) * 2 ))}"
+python -m pytest -q --run-conformance -n "$workers" --dist loadscope --no-loadscope-reorder --durations=10 "$@"

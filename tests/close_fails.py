@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentcompass.errors import InfraError
-from agentcompass.providers.local import LocalProvider
-from agentcompass.sandbox import SandboxSpec
+from agentcompass.core.errors import InfraError
+from agentcompass.providers.local.provider import LocalProvider
+from agentcompass.core.sandbox import SandboxSpec
 
 
 class CloseFailsProvider(LocalProvider):

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conformance_tally import TALLY, WORKER_KEY, summarize
+from shared_cache import exclusive
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -20,6 +25,14 @@ os.environ["AGENTCOMPASS_BASE_IMAGE"] = BASE_IMAGE
 # A test that imports litellm itself (mini-swe-agent's runner, the SDK type checks) reads its bundled price map,
 # as agentcompass does, instead of trying the network at import.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# A suite started as a background job of a non-interactive shell inherits SIGINT ignored, and so would every
+# CLI it starts (Python then installs no KeyboardInterrupt handler): the Ctrl-C tests need it caught again. A
+# caught signal is reset to the default in the programs a test executes; an ignored one would stay ignored.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread: nothing to restore from here
+        pass
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -27,6 +40,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-gcp", action="store_true", help="run live GCP tests (needs GCP credentials)")
     parser.addoption("--run-conformance", action="store_true",
                      help="run the conformance suite against the official tools (tests/conformance; CI runs it)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist the slowest modules go first (tests/module_seconds.json, from a measured run; a module not
+    in it counts as slow), so no minute-long module starts last and leaves the other workers idle at the end.
+    A serial run keeps the collection order."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    seconds = json.loads((Path(__file__).parent / "module_seconds.json").read_text())
+    unknown = max(seconds.values(), default=0.0) + 1
+
+    def cost(item: pytest.Item) -> float:
+        module = Path(str(item.fspath)).resolve().relative_to(REPO).as_posix()
+        return seconds.get(module, unknown)
+    items.sort(key=lambda item: -cost(item))  # stable: a module's tests keep their order
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker hands its conformance tally to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[WORKER_KEY] = TALLY.rows()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    TALLY.merge(getattr(node, "workeroutput", {}).get(WORKER_KEY, []))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    summarize(terminalreporter)
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
@@ -68,11 +112,12 @@ def docker_engine() -> None:
 @pytest.fixture(scope="session")
 def base_image(docker_engine: None) -> str:
     """The Debian base image built from this machine's apt sources (cached by tag)."""
-    have = subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True)
-    if have.returncode != 0:
-        built = subprocess.run(["bash", str(REPO / "scripts" / "build-base-image.sh")], capture_output=True, text=True)
-        if built.returncode != 0:
-            skip_or_fail(f"cannot build {BASE_IMAGE}: {built.stderr[-500:]}")
+    with exclusive("base-image"):  # parallel test workers wait for one build
+        have = subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True)
+        if have.returncode != 0:
+            built = subprocess.run(["bash", str(REPO / "scripts" / "build-base-image.sh")], capture_output=True, text=True)
+            if built.returncode != 0:
+                skip_or_fail(f"cannot build {BASE_IMAGE}: {built.stderr[-500:]}")
     return BASE_IMAGE
 
 

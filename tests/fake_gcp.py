@@ -16,6 +16,8 @@ Every call is appended to `calls` and, when FAKE_GCP_LOG names a file, to that f
 lines, so a test can read what a CLI subprocess asked of the SDK. Only what the provider uses
 exists; the signatures match the real client's (tests/test_gcp_provider.py checks that).
 `install()` puts the fake in place of compute_v1.InstancesClient and google.auth.default.
+
+Longer than 400 lines because one fake of one service: Compute, OS Login and the VM boot share the recorded calls and the VMs' state.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import threading
@@ -146,14 +147,21 @@ class Vm:
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def destroy(self) -> None:
+        self.start_destroying().wait()
+
+    def start_destroying(self) -> subprocess.Popen:
+        """Stop the VM and remove what it made, in a process of its own: as on GCE, a delete once accepted
+        completes whether or not the client that asked waits for it (a client cut short by Ctrl-C, a worker's
+        os._exit), so no booting VM lives on to start its container minutes later."""
         try:
             os.killpg(self.boot.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         self.boot.wait()
-        subprocess.run(["docker", "rm", "-f", "-v", self.name], capture_output=True)
-        subprocess.run(["docker", "rmi", "-f", f"agentcompass-task/{self.name}"], capture_output=True)
-        shutil.rmtree(f"{STATE_DIR}/{self.name}", ignore_errors=True)
+        script = (f"docker rm -f -v {self.name}; docker rmi -f agentcompass-task/{self.name}; "
+                  f"rm -rf {STATE_DIR}/{self.name}")
+        return subprocess.Popen(["sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 class Operation:
@@ -295,8 +303,10 @@ class InstancesClient:
         if vm is None:
             raise exceptions.NotFound(f"instance {request.instance}")
 
+        destroying = vm.start_destroying()
+
         def gone() -> None:
-            vm.destroy()
+            destroying.wait()
             with _lock:
                 deleting.pop(vm.name, None)
         return Operation(work=gone)

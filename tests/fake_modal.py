@@ -19,6 +19,8 @@ lines, so a test can read what a CLI subprocess asked of the SDK. FAKE_MODAL_LOS
 Modal terminate a sandbox mid-command, as a preemption would: the first command of this process
 whose text contains A (then B, ...) loses its sandbox half a second after it starts. Only the names the provider
 uses exist; their signatures match the real SDK's (tests/test_modal_provider.py checks that).
+
+Longer than 400 lines because one fake of one SDK: App, Image, Sandbox and the process handles share the recorded calls and the sandboxes' state.
 """
 
 from __future__ import annotations

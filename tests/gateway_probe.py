@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentcompass.errors import AgentError
-from agentcompass.task import AgentOutcome, Usage
+from agentcompass.core.errors import AgentError
+from agentcompass.core.task import AgentOutcome, Usage
 
 # Runs inside the sandbox: one plain and one streamed chat completion (or, mode hang, a stream that never ends).
 CLIENT = r'''

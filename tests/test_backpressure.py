@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from agentcompass.pacing import Pacer
+from agentcompass.core.pacing import Pacer
 
 
 def test_lowering_keeps_what_is_open_and_never_goes_below_one():

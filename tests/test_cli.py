@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentcompass.cli import build_invocation, build_parser, split_words, subcommands
+from agentcompass.commands.args import build_invocation, split_words
+from agentcompass.commands.cli import build_parser, subcommands
 
 BAD_INPUTS = [
     # (arguments after `run`, a fragment the one-line message must contain)

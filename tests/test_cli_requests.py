@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentcompass.gateway import upstream_of
-from agentcompass.gateway_app import rewrite
+from agentcompass.gateway.server import upstream_of
+from agentcompass.gateway.app import rewrite
 from agentcompass.harnesses.claude_code import ClaudeCodeHarness
-from agentcompass.schema import ModelConfig
+from agentcompass.core.schema import ModelConfig
 from api_requests import problems
 
 REPO = Path(__file__).resolve().parent.parent

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentcompass.config import GROUPS, Invocation, compose, finalize, group_entries, make_hydra, search_roots
-from agentcompass.errors import UserError
+from agentcompass.core.config import GROUPS, Invocation, compose, finalize, group_entries, make_hydra, search_roots
+from agentcompass.core.errors import UserError
 
 ALWAYS = {"benchmark": "demo", "harness": "oracle", "model": "none", "env": "local"}
 
@@ -131,7 +131,7 @@ def test_cli_api_key_beats_config_file(tmp_path):
 
 
 def test_redact_hides_credential_keys_but_not_token_counts():
-    from agentcompass.config import redact
+    from agentcompass.core.config import redact
 
     shown = redact({"token_id": "ak-1", "token_secret": "as-2", "api_key": "k", "apikey": "k2",
                     "credentials_file": "/secret.json", "password": None,
@@ -166,7 +166,7 @@ def test_an_unused_section_may_hold_an_unset_variable(tmp_path, monkeypatch):
 
 
 def test_api_key_env_names_a_variable_and_is_shown():
-    from agentcompass.config import is_secret_override, redact
+    from agentcompass.core.config import is_secret_override, redact
 
     assert redact({"api_key_env": "OPENAI_API_KEY", "api_key": "sk-1"}) == {"api_key_env": "OPENAI_API_KEY", "api_key": "***"}
     assert not is_secret_override("model.api_key_env=MY_KEY") and is_secret_override("model.api_key=sk-1")

@@ -17,9 +17,9 @@ from cooperbench_factory import FEATURES, make_config_dir, make_dataset
 from cooperbench_llm import PerAgentLLM
 from fake_llm_server import FakeLLMServer
 
-from agentcompass.formats.cooperbench import CooperbenchFormat
-from agentcompass.formats.cooperbench_grade import filter_test_files, parse_counts
-from agentcompass.schema import Recipe
+from agentcompass.formats.cooperbench.format import CooperbenchFormat
+from agentcompass.formats.cooperbench.grade import filter_test_files, parse_counts
+from agentcompass.core.schema import Recipe
 
 SAMPLE = DATA / "cooperbench"
 SAMPLE_IMAGE = "akhatua/cooperbench-pallets-click:task2068"  # as SOURCE.md names it
@@ -213,10 +213,10 @@ def test_the_dataset_can_come_from_a_git_repository(tmp_path, monkeypatch):
 
 
 def test_a_patch_that_does_not_apply_makes_the_merge_missing_input(fixture_config, base_image, tmp_path):
-    from agentcompass.formats.cooperbench_grade import merge
-    from agentcompass.providers.docker import DockerProvider
-    from agentcompass.sandbox import SandboxSpec
-    from agentcompass.trial import TrialContext
+    from agentcompass.formats.cooperbench.grade import merge
+    from agentcompass.providers.docker.provider import DockerProvider
+    from agentcompass.core.sandbox import SandboxSpec
+    from agentcompass.core.context import TrialContext
 
     task_dir = fixture_config.parent / "dataset" / "tiny_calc_task" / "task7"
     name = f"ac-cb-test-{uuid.uuid4().hex[:8]}"

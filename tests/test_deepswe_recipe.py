@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.errors import UserError
-from agentcompass.formats.harbor import HarborFormat
-from agentcompass.formats.harbor_dataset import read_manifest
+from agentcompass.core.errors import UserError
+from agentcompass.formats.harbor.format import HarborFormat
+from agentcompass.formats.harbor.dataset import read_manifest
 from test_composition import resolved_for
 
 DATA = Path(__file__).parent / "data" / "deepswe"

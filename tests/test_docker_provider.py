@@ -1,4 +1,7 @@
-"""The docker provider on a real engine: images, limits, network, timeouts, files, cleanup, interrupts."""
+"""The docker provider on a real engine: images, limits, network, timeouts, files, cleanup, interrupts.
+
+Longer than 400 lines because its cases share one engine's fixtures (the calc image, a build context); split with them next.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.errors import InfraError, SandboxLost
-from agentcompass.sandbox import TRUNCATION_MARK, SandboxSpec
+from agentcompass.core.errors import InfraError, SandboxLost
+from agentcompass.core.sandbox import TRUNCATION_MARK, SandboxSpec
 from harbor_factory import make_recipe, make_task
 
 pytestmark = pytest.mark.docker
@@ -57,7 +60,7 @@ def write_recipe(config_dir: Path, name: str, dataset: Path) -> None:
 
 @pytest.fixture(scope="module")
 def provider(base_image):
-    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.providers.docker.provider import DockerProvider
 
     return DockerProvider()
 
@@ -120,7 +123,7 @@ def test_container_gets_limits_labels_workdir_and_env(open_sandbox):
 
 
 def test_settings_override_the_task_limits(base_image, open_sandbox):
-    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.providers.docker.provider import DockerProvider
 
     box = open_sandbox(DockerProvider(cpu=0.5, memory=300), cpus=1, memory_mb=256)
     host = inspect(box.spec.name)["HostConfig"]
@@ -160,13 +163,13 @@ def test_timeout_kills_the_command_inside_the_container(open_sandbox):
     result = box.exec("sleep 301 & setsid sleep 302 & sleep 303; echo never", timeout=1.5)
     assert result.timed_out and result.exit_code == 124
     assert "never" not in result.stdout
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # cut at the timeout, not the command's 303 s
     left = box.exec("ps -eo args").stdout
     assert "sleep 30" not in left, left
 
 
 def test_output_is_capped_and_marked(base_image, open_sandbox):
-    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.providers.docker.provider import DockerProvider
 
     box = open_sandbox(DockerProvider(output_cap_bytes=1000))
     result = box.exec("head -c 5000 /dev/zero | tr '\\0' a; head -c 3000 /dev/zero | tr '\\0' b >&2")
@@ -204,7 +207,7 @@ def test_close_removes_the_container_and_is_idempotent(open_sandbox):
 
 # -- images -------------------------------------------------------------------------------------------
 def test_task_image_is_built_once_per_content(base_image, provider, tmp_path):
-    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.providers.docker.provider import DockerProvider
 
     context = tmp_path / "task-x" / "environment"
     context.mkdir(parents=True)
@@ -246,7 +249,7 @@ def test_a_rebuilt_base_image_rebuilds_the_task_image(base_image, tmp_path):
 
     import docker
 
-    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.providers.docker.provider import DockerProvider
 
     client = docker.from_env()
     base_tag = f"agentcompass-test/base-{uuid.uuid4().hex[:8]}:latest"
@@ -277,14 +280,14 @@ def test_a_rebuilt_base_image_rebuilds_the_task_image(base_image, tmp_path):
 
 
 def test_from_images_skips_scratch_and_own_stages():
-    from agentcompass.providers.docker import from_images
+    from agentcompass.providers.docker.images import from_images
 
     dockerfile = "FROM --platform=linux/amd64 python:3.12 AS build\nRUN x\nFROM build\nFROM scratch\nfrom debian:12\n"
     assert from_images(dockerfile) == ["python:3.12", "debian:12"]
 
 
 def test_base_images_fill_in_build_args():
-    from agentcompass.providers.docker import base_images
+    from agentcompass.providers.docker.images import base_images
 
     dockerfile = "ARG BASE_IMAGE=python:3.11-slim\nARG TAG\nFROM ${BASE_IMAGE}\nFROM debian:$TAG AS x\n"
     assert base_images(dockerfile, {}) == ["python:3.11-slim", "debian:"]
@@ -430,7 +433,7 @@ def test_sigkill_at_random_instants_then_cleanup_leaves_nothing(cli, slow_bench,
 
 def test_a_stale_container_of_the_same_trial_is_replaced(open_sandbox, plain_context):
     """Rerunning a killed run under its name meets the old trial's container name: it is replaced."""
-    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.providers.docker.provider import DockerProvider
 
     name = unique("ac-test")
     subprocess.run(["docker", "create", "--name", name, "--label", "agentcompass=1", "agentcompass/base:bookworm"],
@@ -445,7 +448,7 @@ def test_a_stale_container_of_the_same_trial_is_replaced(open_sandbox, plain_con
 
 def test_a_live_siblings_container_is_never_removed(plain_context):
     """Two processes with one run name: the second's trial must not remove the first's live container."""
-    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.providers.docker.provider import DockerProvider
 
     spec = SandboxSpec(name=unique("ac-test"), build_context=plain_context,
                        labels={"agentcompass": "1", "run": "pytest-docker", "trial": "t.1"})
@@ -459,7 +462,7 @@ def test_a_live_siblings_container_is_never_removed(plain_context):
 
 
 def test_a_dead_processs_running_leftover_is_replaced(base_image, plain_context):
-    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.providers.docker.provider import DockerProvider
     from agentcompass.providers.remote import OWNER_LABEL, process_owner
 
     child = subprocess.Popen(["sleep", "30"])
@@ -498,8 +501,8 @@ def test_a_container_lost_mid_command_raises_sandbox_lost(open_sandbox, action):
     threading.Timer(1.0, subprocess.run, args=(["docker", *action, box.spec.name],), kwargs={"capture_output": True}).start()
     started = time.monotonic()
     with pytest.raises(SandboxLost, match=box.spec.name) as lost:
-        box.exec("sleep 60")
-    assert time.monotonic() - started < 20
+        box.exec("sleep 300")
+    assert time.monotonic() - started < 120  # as the container went, not when the command would have ended
     assert isinstance(lost.value, InfraError) and lost.value.retryable
     with pytest.raises(SandboxLost):
         box.exec("true")

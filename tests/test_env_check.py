@@ -1,4 +1,4 @@
-"""`agentcompass env check local|docker` (modal's is in test_modal_provider.py, against the fake SDK)."""
+"""`agentcompass env check local|docker` (modal's is in test_modal_env_check.py, against the fake SDK)."""
 
 from __future__ import annotations
 

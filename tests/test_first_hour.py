@@ -70,7 +70,7 @@ def test_an_unknown_sample_id_gets_its_closest_ids_and_the_listing_command(comma
 
 
 def test_default_run_names_carry_microseconds_and_a_random_suffix():
-    from agentcompass.cli import default_run_name
+    from agentcompass.commands.args import default_run_name
 
     at = 1_700_000_000.123456
     names = {default_run_name(now=at) for _ in range(50)}
@@ -214,7 +214,7 @@ def test_a_missing_model_key_is_refused_without_importing_litellm(tmp_path):
 
 
 def test_a_run_name_in_use_is_refused_without_importing_litellm(tmp_path):
-    from agentcompass.runlock import RunLock
+    from agentcompass.core.runlock import RunLock
 
     held = tmp_path / "results" / "taken" / "demo__mini_swe_agent__gpt-5-mini__local"
     with RunLock(held):

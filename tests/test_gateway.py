@@ -1,6 +1,9 @@
 """The model gateway: tiers on every request, per-call records equal to the upstream's usage, streams
 relayed event by event, per-trial tokens, the upstream key kept on the host, outages as 5xx, and
-reachability from local and docker sandboxes. Real HTTP on 127.0.0.1, a real Docker engine."""
+reachability from local and docker sandboxes. Real HTTP on 127.0.0.1, a real Docker engine.
+
+Longer than 400 lines because its cases share the fake upstream and gateway fixtures; split with them next.
+"""
 
 from __future__ import annotations
 
@@ -21,11 +24,11 @@ import httpx
 import pytest
 import yaml
 
-from agentcompass.gateway import Gateway
-from agentcompass.providers.local import LocalProvider
-from agentcompass.sandbox import SandboxSpec
-from agentcompass.schema import GatewaySettings, ModelConfig
-from agentcompass.trial import TrialContext
+from agentcompass.gateway.server import Gateway
+from agentcompass.providers.local.provider import LocalProvider
+from agentcompass.core.sandbox import SandboxSpec
+from agentcompass.core.schema import GatewaySettings, ModelConfig
+from agentcompass.core.context import TrialContext
 from docker_networks import subnet_only_network as subnet_only_network_of
 from gateway_upstream import KEY, ScriptedUpstream, serving
 
@@ -34,6 +37,12 @@ TESTS = Path(__file__).resolve().parent
 GLM = yaml.safe_load((REPO / "conf/models/glm-5.2.yaml").read_text())
 CLAUDE = yaml.safe_load((REPO / "conf/models/claude-sonnet-4-5.yaml").read_text())
 HELLO = [{"role": "user", "content": "hi"}]
+
+
+def post(url: str, **kwargs: Any) -> httpx.Response:
+    """A client request with room for a busy machine: what these tests check is the gateway's answer, not
+    its speed (httpx's default of 5 s cut the first, slowest request of a module short under xdist)."""
+    return httpx.post(url, **{"timeout": 60, **kwargs})
 
 
 @pytest.fixture
@@ -92,9 +101,9 @@ def test_every_request_carries_the_presets_tier_whatever_the_client_sends(upstre
     sent = {"model": "gpt-4", "messages": HELLO, "chat_template_kwargs": {"enable_thinking": True,
                                                                            "reasoning_effort": "low", "keep": 1}}
     auth = {"authorization": f"Bearer {endpoint.api_key}"}
-    assert httpx.post(f"{endpoint.openai_base_url}/chat/completions", json=sent, headers=auth).status_code == 200
+    assert post(f"{endpoint.openai_base_url}/chat/completions", json=sent, headers=auth).status_code == 200
     assert stream_text(f"{endpoint.openai_base_url}/chat/completions", {**sent, "stream": True}, **auth)[0] == 200
-    assert httpx.post(f"{endpoint.openai_base_url}/responses", json={**sent, "input": "hi"}, headers=auth).status_code == 200
+    assert post(f"{endpoint.openai_base_url}/responses", json={**sent, "input": "hi"}, headers=auth).status_code == 200
     expected = {"keep": 1, **GLM["reasoning_map"][tier].get("chat_template_kwargs", {})}
     assert [r.body["chat_template_kwargs"] for r in upstream.received] == [expected] * 3
     assert [r.body["model"] for r in upstream.received] == ["zai-org/GLM-5.2-FP8"] * 3
@@ -106,7 +115,7 @@ def test_an_anthropic_tier_replaces_the_clients_thinking(upstream, gateways, loc
     gateway = gateways(CLAUDE, upstream.url, reasoning=tier)
     endpoint = gateway.endpoint(new_trial(tmp_path), local_sandbox)
     sent = {"model": "claude-x", "max_tokens": 4096, "messages": HELLO, "thinking": {"type": "enabled", "budget_tokens": 1024}}
-    reply = httpx.post(f"{endpoint.anthropic_base_url}/v1/messages?beta=true", json=sent,
+    reply = post(f"{endpoint.anthropic_base_url}/v1/messages?beta=true", json=sent,
                        headers={"x-api-key": endpoint.api_key, "anthropic-beta": "interleaved-thinking-2025-05-14"})
     assert reply.status_code == 200, reply.text
     got = upstream.received[0]
@@ -137,11 +146,11 @@ def test_call_records_equal_the_upstreams_usage_plain_and_streamed(upstream, gat
     trial = new_trial(tmp_path, "openai")
     endpoint = openai.endpoint(trial, local_sandbox)
     base, auth = endpoint.openai_base_url, {"authorization": f"Bearer {endpoint.api_key}"}
-    httpx.post(f"{base}/chat/completions", json={"messages": HELLO}, headers=auth).raise_for_status()
+    post(f"{base}/chat/completions", json={"messages": HELLO}, headers=auth).raise_for_status()
     _, own_usage = stream_text(f"{base}/chat/completions", {"messages": HELLO, "stream": True,
                                                             "stream_options": {"include_usage": True}}, **auth)
     _, no_usage = stream_text(f"{base}/chat/completions", {"messages": HELLO, "stream": True}, **auth)
-    httpx.post(f"{base}/responses", json={"input": "hi"}, headers=auth).raise_for_status()
+    post(f"{base}/responses", json={"input": "hi"}, headers=auth).raise_for_status()
     stream_text(f"{base}/responses", {"input": "hi", "stream": True}, **auth)
     # A client that asked for the usage chunk gets it; one that did not sees its stream unchanged.
     assert '"usage"' in own_usage and '"usage"' not in no_usage and no_usage.endswith("data: [DONE]\n\n")
@@ -161,7 +170,7 @@ def test_call_records_equal_the_upstreams_usage_plain_and_streamed(upstream, gat
     trial = new_trial(tmp_path, "anthropic")
     endpoint = anthropic.endpoint(trial, local_sandbox)
     body, key = {"max_tokens": 64, "messages": HELLO}, {"x-api-key": endpoint.api_key}
-    httpx.post(f"{endpoint.anthropic_base_url}/v1/messages", json=body, headers=key).raise_for_status()
+    post(f"{endpoint.anthropic_base_url}/v1/messages", json=body, headers=key).raise_for_status()
     status, text = stream_text(f"{endpoint.anthropic_base_url}/v1/messages", {**body, "stream": True}, **key)
     assert status == 200 and "event: message_stop" in text
     rows = calls_of(trial)
@@ -190,14 +199,14 @@ def test_only_a_live_trial_token_is_accepted(upstream, gateways, local_sandbox, 
     endpoint = gateway.endpoint(new_trial(tmp_path), local_sandbox)
     root = endpoint.openai_base_url.split("/t/")[0]
     body = {"messages": HELLO}
-    assert httpx.post(f"{root}/t/acg-unknown/v1/chat/completions", json=body).status_code == 401
-    assert httpx.post(f"{root}/v1/chat/completions", json=body, headers={"authorization": "Bearer nope"}).status_code == 401
-    assert httpx.post(f"{root}/v1/chat/completions", json=body, headers={"authorization": f"Bearer {KEY}"}).status_code == 401
-    assert httpx.post(f"{root}/v1/chat/completions", json=body,
+    assert post(f"{root}/t/acg-unknown/v1/chat/completions", json=body).status_code == 401
+    assert post(f"{root}/v1/chat/completions", json=body, headers={"authorization": "Bearer nope"}).status_code == 401
+    assert post(f"{root}/v1/chat/completions", json=body, headers={"authorization": f"Bearer {KEY}"}).status_code == 401
+    assert post(f"{root}/v1/chat/completions", json=body,
                       headers={"authorization": f"Bearer {endpoint.api_key}"}).status_code == 200
-    assert httpx.post(f"{root}/v1/chat/completions", json=body, headers={"x-api-key": endpoint.api_key}).status_code == 200
+    assert post(f"{root}/v1/chat/completions", json=body, headers={"x-api-key": endpoint.api_key}).status_code == 200
     gateway.release(endpoint)
-    assert httpx.post(f"{endpoint.openai_base_url}/chat/completions", json=body).status_code == 401
+    assert post(f"{endpoint.openai_base_url}/chat/completions", json=body).status_code == 401
     assert len(upstream.received) == 2  # nothing refused reached the upstream
 
 
@@ -205,7 +214,7 @@ def test_the_upstream_key_never_reaches_the_client_nor_the_trial_dir(upstream, g
     upstream.key = "sk-another-key"  # the upstream refuses our key and quotes it back in its 401
     trial = new_trial(tmp_path)
     endpoint = gateways(GLM, upstream.url).endpoint(trial, local_sandbox)
-    reply = httpx.post(f"{endpoint.openai_base_url}/chat/completions", json={"messages": HELLO},
+    reply = post(f"{endpoint.openai_base_url}/chat/completions", json={"messages": HELLO},
                        headers={"authorization": f"Bearer {endpoint.api_key}"})
     assert reply.status_code == 401  # an upstream 401 passes through
     assert upstream.received[0].headers["authorization"] == f"Bearer {KEY}"  # it was sent upstream
@@ -222,7 +231,7 @@ def test_an_outage_reaches_the_client_as_5xx_and_is_counted(upstream, gateways, 
     endpoint = gateway.endpoint(trial, local_sandbox)
     url, auth = f"{endpoint.openai_base_url}/chat/completions", {"authorization": f"Bearer {endpoint.api_key}"}
     upstream.statuses = [503]
-    assert httpx.post(url, json={"messages": HELLO}, headers=auth).status_code == 503
+    assert post(url, json={"messages": HELLO}, headers=auth).status_code == 503
     upstream.cut_stream = True  # the endpoint breaks off mid-stream: the client sees a cut stream
     status, text = stream_text(url, {"messages": HELLO, "stream": True}, **auth)
     assert status == 200 and "[DONE]" not in text
@@ -232,7 +241,7 @@ def test_an_outage_reaches_the_client_as_5xx_and_is_counted(upstream, gateways, 
     unreachable = gateways(GLM, dead, connect_timeout_s=2)
     other = new_trial(tmp_path, "dead")
     lost = unreachable.endpoint(other, local_sandbox)
-    reply = httpx.post(f"{lost.openai_base_url}/chat/completions", json={"messages": HELLO},
+    reply = post(f"{lost.openai_base_url}/chat/completions", json={"messages": HELLO},
                        headers={"authorization": f"Bearer {lost.api_key}"})
     assert reply.status_code == 502 and "cannot reach the model endpoint" in reply.json()["error"]["message"]
     assert endpoint.usage()["errors_5xx"] == 2 and lost.usage()["errors_5xx"] == 1
@@ -241,7 +250,7 @@ def test_an_outage_reaches_the_client_as_5xx_and_is_counted(upstream, gateways, 
 
 def test_a_client_speaking_another_api_is_refused_with_the_reason(upstream, gateways, local_sandbox, tmp_path):
     endpoint = gateways(GLM, upstream.url).endpoint(new_trial(tmp_path), local_sandbox)
-    reply = httpx.post(f"{endpoint.anthropic_base_url}/v1/messages", json={"max_tokens": 5, "messages": HELLO},
+    reply = post(f"{endpoint.anthropic_base_url}/v1/messages", json={"max_tokens": 5, "messages": HELLO},
                        headers={"x-api-key": endpoint.api_key})
     assert reply.status_code == 400 and "does not translate anthropic requests" in reply.json()["error"]["message"]
     assert upstream.received == []
@@ -253,7 +262,7 @@ def test_the_gateway_stops(upstream, local_sandbox, tmp_path):
     gateway.stop()
     assert not gateway.running
     with pytest.raises(httpx.ConnectError):
-        httpx.post(f"{endpoint.openai_base_url}/chat/completions", json={"messages": HELLO})
+        post(f"{endpoint.openai_base_url}/chat/completions", json={"messages": HELLO})
 
 
 # -- docker: containers reach the gateway, with or without internet ------------------------------
@@ -277,7 +286,7 @@ def test_a_docker_container_reaches_the_gateway(upstream, base_image, tmp_path, 
     """A task without internet (on `none`, or a Harbor phase that left its network) is put on the run's
     internal network, which reaches this host. On the default bridge of Debian's docker.io and on a network
     made with `--subnet` alone the network's IPAM names no gateway: the container's endpoint does."""
-    from agentcompass.providers.docker import DockerProvider
+    from agentcompass.providers.docker.provider import DockerProvider
 
     if network == "subnet-only":
         network = request.getfixturevalue("subnet_only_network")
@@ -324,7 +333,7 @@ def probe_args(tmp_path: Path, url: str, run_name: str, *extra: str, mode: str =
 
 
 def test_a_sweep_sends_each_tier_on_every_call_and_stops_each_gateway(upstream, tmp_path):
-    from agentcompass.cli import main
+    from agentcompass.commands.cli import main
 
     args = probe_args(tmp_path, upstream.url, "sweep", "-m", "model.reasoning=none,high,max",
                       "--env-params", '{"isolation": "none"}')
@@ -396,7 +405,7 @@ def test_a_gateway_the_sandboxes_cannot_reach_is_refused_before_the_run(tmp_path
 
 def test_a_remote_sandbox_gets_the_public_url_or_a_refusal(upstream, tmp_path):
     """modal and gcp sandboxes cannot reach this machine: they are given run.gateway.public_url (a tunnel)."""
-    from agentcompass.errors import UserError
+    from agentcompass.core.errors import UserError
 
     model = ModelConfig(**{**GLM, "base_url": f"{upstream.url}/v1", "api_key": KEY})
     remote = object()  # any sandbox that is neither local nor docker
@@ -411,7 +420,7 @@ def test_a_remote_sandbox_gets_the_public_url_or_a_refusal(upstream, tmp_path):
 # -- cost: each call's tokens x the model's price ------------------------------------------------
 def litellm_prices(name: str) -> dict[str, float]:
     """The per-token prices of litellm's bundled map, read from the map itself (not through our pricing)."""
-    from agentcompass.models import import_litellm
+    from agentcompass.core.models import import_litellm
 
     return import_litellm().model_cost[name]
 
@@ -428,7 +437,7 @@ def test_each_call_is_priced_by_its_tokens_cache_writes_included(upstream, gatew
         base = endpoint.openai_base_url if path == "responses" else f"{endpoint.anthropic_base_url}/v1"
         body = {"input": "hi"} if path == "responses" else {"max_tokens": 64, "messages": HELLO}
         headers = {"authorization": f"Bearer {endpoint.api_key}"}
-        httpx.post(f"{base}/{path}", json=body, headers=headers).raise_for_status()
+        post(f"{base}/{path}", json=body, headers=headers).raise_for_status()
         stream_text(f"{base}/{path}", {**body, "stream": True}, **headers)
         p = litellm_prices(price_name)
         expected = []

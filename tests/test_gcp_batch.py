@@ -9,14 +9,14 @@ import threading
 import pytest
 
 import fake_gcp
-from agentcompass.errors import InfraError
+from agentcompass.core.errors import InfraError
 
 batch_v1 = pytest.importorskip("google.cloud.batch_v1", reason="pip install agentcompass[gcp]")
 
 
 @pytest.fixture
 def client(monkeypatch):
-    import agentcompass.providers.gcp_batch as gcp_batch
+    import agentcompass.providers.gcp.batch as gcp_batch
 
     fake_gcp.reset()
     fake_gcp.BatchServiceClient.jobs.clear()
@@ -26,7 +26,7 @@ def client(monkeypatch):
 
 
 def job(**more):
-    from agentcompass.providers.gcp_batch import job_definition
+    from agentcompass.providers.gcp.batch import job_definition
 
     settings = dict(runner_image="us-docker.pkg.dev/p/agentcompass/runner:1", script="echo task $BATCH_TASK_INDEX",
                     task_count=500, parallelism=50, machine_type="e2-standard-4", cpu_milli=4000, memory_mib=16384,
@@ -36,7 +36,7 @@ def job(**more):
 
 
 def test_the_job_is_one_task_group_with_a_container_runnable(client):
-    from agentcompass.providers.gcp_batch import BatchJobs
+    from agentcompass.providers.gcp.batch import BatchJobs
 
     name = BatchJobs(client, "proj", "us-central1").submit("ac-r1-eval", job())
     assert name == "projects/proj/locations/us-central1/jobs/ac-r1-eval"
@@ -58,7 +58,7 @@ def test_the_job_is_one_task_group_with_a_container_runnable(client):
 
 
 def test_polling_reports_progress_until_the_job_succeeds(client):
-    from agentcompass.providers.gcp_batch import BatchJobs
+    from agentcompass.providers.gcp.batch import BatchJobs
 
     jobs = BatchJobs(client, "proj", "us-central1")
     name = jobs.submit("ac-r1-eval", job(task_count=3))
@@ -73,7 +73,7 @@ def test_polling_reports_progress_until_the_job_succeeds(client):
 
 
 def test_a_failed_job_is_an_infra_error_with_its_status_events(client):
-    from agentcompass.providers.gcp_batch import BatchJobs
+    from agentcompass.providers.gcp.batch import BatchJobs
 
     jobs = BatchJobs(client, "proj", "us-central1")
     name = jobs.submit("ac-r1-eval", job(task_count=2))
@@ -83,7 +83,7 @@ def test_a_failed_job_is_an_infra_error_with_its_status_events(client):
 
 
 def test_an_interrupt_stops_polling(client):
-    from agentcompass.providers.gcp_batch import BatchJobs
+    from agentcompass.providers.gcp.batch import BatchJobs
 
     jobs = BatchJobs(client, "proj", "us-central1")
     name = jobs.submit("ac-r1-eval", job(task_count=2))
@@ -95,7 +95,7 @@ def test_an_interrupt_stops_polling(client):
 
 
 def test_every_batch_call_binds_to_the_real_signature(client):
-    from agentcompass.providers.gcp_batch import BatchJobs
+    from agentcompass.providers.gcp.batch import BatchJobs
 
     jobs = BatchJobs(client, "proj", "us-central1")
     name = jobs.submit("ac-r1-eval", job(task_count=1))
@@ -115,7 +115,7 @@ def test_every_batch_call_binds_to_the_real_signature(client):
 
 
 def test_without_a_runner_image_the_task_script_runs_on_the_batch_vm(client):
-    from agentcompass.providers.gcp_batch import BatchJobs, task_script
+    from agentcompass.providers.gcp.batch import BatchJobs, task_script
 
     BatchJobs(client, "proj", "us-central1").submit("ac-r1-eval", job(runner_image=None, script=task_script()))
     [(_, (request,), _)] = [c for c in fake_gcp.calls if c[0] == "BatchServiceClient.create_job"]
@@ -131,7 +131,7 @@ def test_the_boot_disk_holds_the_largest_image_and_each_task_removes_what_it_pul
     least the floor) stays enough only if each task removes the image it pulled."""
     import subprocess
 
-    from agentcompass.providers.gcp_batch import boot_disk_gb, task_script
+    from agentcompass.providers.gcp.batch import boot_disk_gb, task_script
 
     policy = job(boot_disk_gb=64).allocation_policy.instances[0].policy
     assert policy.boot_disk.size_gb == 64

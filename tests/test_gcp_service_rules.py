@@ -11,18 +11,18 @@ from concurrent.futures import TimeoutError as Pending
 import pytest
 
 import fake_gcp
-from agentcompass.errors import BackPressure, FatalInfraError, InfraError, UserError
-from agentcompass.sandbox import SandboxSpec
-from test_gcp_provider import RUN, calls, gcp_cli, provider, spec, sshd  # noqa: F401  (fixtures)
-from test_gcp_provider import fake as fake  # noqa: F401,PLC0414  (fixture)
+from agentcompass.core.errors import BackPressure, FatalInfraError, InfraError, UserError
+from agentcompass.core.sandbox import SandboxSpec
+from gcp_vms import RUN, calls, gcp_cli, provider, spec, sshd  # noqa: F401  (fixtures)
+from gcp_vms import fake as fake  # noqa: F401,PLC0414  (fixture)
 
 
 def insert_request(name="rules", **changes):
     """An insert request as the provider builds it, with `changes` applied to its instance."""
     from google.cloud import compute_v1
 
-    from agentcompass.providers.gcp import GcpProvider
-    from agentcompass.providers.ssh import EphemeralKey
+    from agentcompass.providers.gcp.provider import GcpProvider
+    from agentcompass.providers.gcp.ssh import EphemeralKey
 
     resource = GcpProvider().instance_resource("us-central1-a", name, spec(name), EphemeralKey())
     for field, value in changes.items():
@@ -92,7 +92,7 @@ def test_errors_are_classed_by_the_services_codes():
     from google.api_core import exceptions
     from google.cloud import compute_v1
 
-    from agentcompass.providers.gcp_api import GcpRefused, refusal
+    from agentcompass.providers.gcp.api import GcpRefused, refusal
 
     def operation_error(status, message, code):
         return exceptions.from_http_status(status, message, errors=[compute_v1.Errors(code=code, message=message)])
@@ -196,8 +196,9 @@ def test_the_machine_type_fits_the_task(fake, sshd):  # noqa: F811
 
 def test_label_keys_start_with_a_letter_and_vms_get_the_default_service_account():
     pytest.importorskip("google.cloud.compute_v1")
-    from agentcompass.providers.gcp import GcpProvider, label_key
-    from agentcompass.providers.ssh import EphemeralKey
+    from agentcompass.providers.gcp.provider import GcpProvider
+    from agentcompass.providers.gcp.vm import label_key
+    from agentcompass.providers.gcp.ssh import EphemeralKey
 
     assert label_key("1team") == "k-1team" and label_key("Team") == "team"
     vm = GcpProvider(labels={"1team": "x"}).instance_resource("us-central1-a", "ac-x", spec(), EphemeralKey())

@@ -23,7 +23,7 @@ def client(monkeypatch):
 
 
 def run_bucket(client, run="r1"):
-    from agentcompass.providers.gcs import RunBucket
+    from agentcompass.providers.gcp.storage import RunBucket
 
     return RunBucket(client, "ac-eval", run)
 

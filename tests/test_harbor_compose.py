@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.errors import UserError
-from agentcompass.formats.harbor import HarborFormat
-from agentcompass.schema import Recipe
+from agentcompass.core.errors import UserError
+from agentcompass.formats.harbor.format import HarborFormat
+from agentcompass.core.schema import Recipe
 from harbor_factory import SIDECAR_COMPOSE, add_toml, make_recipe, make_sidecar_task, make_task
 
 BASE = "agentcompass/base:bookworm"
@@ -74,7 +74,7 @@ def test_local_refuses_sidecars(cli, tmp_path):
 
 @pytest.mark.parametrize("provider", ["modal", "gcp"])
 def test_cloud_providers_refuse_sidecars(tmp_path, provider):
-    from agentcompass.registry import resolve
+    from agentcompass.core.registry import resolve
 
     make_sidecar_task(tmp_path / "ds", "side", BASE)
     [task] = harbor(tmp_path / "ds").load()
@@ -85,8 +85,8 @@ def test_cloud_providers_refuse_sidecars(tmp_path, provider):
 
 def test_terminal_bench_services_stay_optional(tmp_path):
     """A Terminal-Bench task's compose file does not make its client unrunnable elsewhere (as before)."""
-    from agentcompass.providers.local import LocalProvider
-    from agentcompass.sandbox import ComposeSpec, ContainerSpec, SandboxSpec
+    from agentcompass.providers.local.provider import LocalProvider
+    from agentcompass.core.sandbox import ComposeSpec, ContainerSpec, SandboxSpec
 
     compose = ComposeSpec(client=ContainerSpec(name="client"), services=[ContainerSpec(name="db", image="x")])
     LocalProvider().check(SandboxSpec(name="t", compose=compose))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.providers.docker import storage_lack
+from agentcompass.providers.docker.provider import storage_lack
 from harbor_factory import add_toml, make_recipe, make_task
 
 MCP = '[[environment.mcp_servers]]\nname = "tools"\ntransport = "streamable-http"\nurl = "http://tools:8000/mcp"\n'
@@ -42,8 +42,8 @@ def test_the_oracle_runs_a_task_with_tools_it_does_not_need(cli, tmp_path):
 
 
 def test_tools_reach_the_task(tmp_path):
-    from agentcompass.formats.harbor import HarborFormat
-    from agentcompass.schema import Recipe
+    from agentcompass.formats.harbor.format import HarborFormat
+    from agentcompass.core.schema import Recipe
 
     fields_task(tmp_path, MCP + SKILLS)
     [task] = HarborFormat(Recipe(name="h", format="harbor", source={"path": str(tmp_path / "tasks")})).load()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.errors import UserError
-from agentcompass.formats.harbor import HarborFormat
-from agentcompass.schema import Recipe
+from agentcompass.core.errors import UserError
+from agentcompass.formats.harbor.format import HarborFormat
+from agentcompass.core.schema import Recipe
 from harbor_factory import make_task
 
 

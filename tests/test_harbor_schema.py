@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.errors import UserError
-from agentcompass.formats.harbor import HarborFormat
-from agentcompass.formats.harbor_schema import TaskConfig, unknown_fields
-from agentcompass.schema import Recipe
+from agentcompass.core.errors import UserError
+from agentcompass.formats.harbor.format import HarborFormat
+from agentcompass.formats.harbor.schema import TaskConfig, unknown_fields
+from agentcompass.core.schema import Recipe
 from harbor_factory import add_toml, make_recipe, make_multi_step, make_task, schema_fixtures
 
 # Every field of schema 1.3 (Harbor's own spelling), as one task might write them.
@@ -202,7 +202,8 @@ def validate_fixtures(cli, tmp_path: Path, env: str, base_image: str | None) -> 
 
 
 def test_multi_step_stops_below_min_reward(cli, tmp_path):
-    """Step one's reward 1.0 is below its min_reward 2.0: step two never runs, and counts 0 in the mean."""
+    """Step one's reward 1.0 is below its min_reward 2.0: step two never runs, and is left out of the mean
+    (Harbor 0.26's Trial._aggregate_step_rewards: steps without a verifier result are not in the denominator)."""
     dataset, conf = tmp_path / "tasks", tmp_path / "conf"
     make_multi_step(dataset, "stops", None, first_min_reward=2.0)
     make_recipe(conf, "steps", dataset)
@@ -211,7 +212,7 @@ def test_multi_step_stops_below_min_reward(cli, tmp_path):
     assert done.returncode == 0, done.stderr
     run_dir = tmp_path / "res" / "r" / "steps__oracle__none__local"
     [row] = map(json.loads, (run_dir / "trials.jsonl").read_text().splitlines())
-    assert row["details"]["steps_run"] == 1 and row["reward"] == 0.5 and "two/reward" not in row["rewards"], row
+    assert row["details"]["steps_run"] == 1 and row["reward"] == 1.0 and "two/reward" not in row["rewards"], row
     assert (run_dir / "tasks" / "stops" / "attempt-1" / "steps" / "one" / "verifier.log").read_text() == "checking step one\n"
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.errors import UserError
-from agentcompass.formats.harbor import HarborFormat
-from agentcompass.schema import Recipe
+from agentcompass.core.errors import UserError
+from agentcompass.formats.harbor.format import HarborFormat
+from agentcompass.core.schema import Recipe
 from harbor_factory import make_recipe, make_task
 
 SOLVE = "echo 42 > /app/answer.txt && echo scratch > /app/scratch.txt && mkdir -p /logs/artifacts && echo log > /logs/artifacts/run.txt"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.cli import build_parser, subcommands
+from agentcompass.commands.cli import build_parser, subcommands
 
 REPO = Path(__file__).resolve().parent.parent
 DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -110,7 +110,7 @@ def test_the_readme_commands_table_names_real_commands_and_their_flags():
 
 
 def test_the_readme_lists_the_choices_the_parsers_take():
-    from agentcompass.catalog import known_envs
+    from agentcompass.core.catalog import known_envs
     from agentcompass.commands.cleanup import CLEANABLE
 
     readme = (REPO / "README.md").read_text().replace("\\|", "|")

@@ -10,6 +10,7 @@ import shutil
 import tarfile
 import textwrap
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ import yaml
 from conftest import REPO, run_cli
 from docker_networks import subnet_only_network
 from fake_llm_server import FakeLLM, FakeLLMServer
+from shared_cache import cache_dir
 
 pytestmark = pytest.mark.slow  # npm installs (once per session) and real CLIs; never skipped
 
@@ -37,10 +39,12 @@ CODEX_BINARY = "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/cod
 
 
 @pytest.fixture(scope="session")
-def cli_cache(tmp_path_factory) -> Path:
-    """One npm install per CLI for the whole session (AGENTCOMPASS_TEST_CLI_CACHE keeps them across sessions)."""
+def cli_cache() -> Path:
+    """One npm install per (CLI, version) for every test worker and every run of the suite on this machine
+    (the bundle's own lock makes parallel workers wait for one install); AGENTCOMPASS_TEST_CLI_CACHE names
+    another dir."""
     kept = os.environ.get("AGENTCOMPASS_TEST_CLI_CACHE")
-    return Path(kept) if kept else tmp_path_factory.mktemp("cli-cache")
+    return Path(kept) if kept else cache_dir("cli-agents")
 
 
 def online_demo(tmp: Path) -> Path:
@@ -100,12 +104,13 @@ def run_agent(tmp: Path, cache: Path, harness: str, llm: FakeLLM, *args: str, en
               preset: str | None = None, host: str | None = None) -> tuple[dict, Path, ArgvWatch]:
     """`agentcompass run demo_online HARNESS PRESET` on the one task; the trial record, its dir, the argv watch."""
     preset = preset or PRESETS[harness]
+    # The run name is unique: container names derive from it, and another test worker may run the same task.
     host = host or (BRIDGE_HOST if env == "docker" else "127.0.0.1")
     with FakeLLMServer(llm, host="0.0.0.0" if env == "docker" else "127.0.0.1") as server, ArgvWatch(API_KEY) as watch:
         proc = run_cli("run", "demo_online", harness, preset, "--env", env, "--config-dir", str(online_demo(tmp)),
                        "--model-base-url", base_url(server, preset, host),
                        "--no-model-check", f"harness.cache_dir={cache}", "--results-dir", str(tmp / "results"),
-                       "--run-name", "t", *args, cwd=tmp, timeout=900,
+                       "--run-name", f"t-{uuid.uuid4().hex[:8]}", *args, cwd=tmp, timeout=900,
                        env={"AGENTCOMPASS_CACHE_DIR": str(tmp / "cache"), "HOME": str(tmp),
                             "OPENAI_API_KEY": API_KEY, "ANTHROPIC_API_KEY": API_KEY})  # never on a command line
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -116,7 +121,7 @@ def run_agent(tmp: Path, cache: Path, harness: str, llm: FakeLLM, *args: str, en
 
 def token_price(preset: str, usage: dict) -> float:
     """One reply's cost from litellm's bundled map itself (not through agentcompass's pricing)."""
-    from agentcompass.models import import_litellm
+    from agentcompass.core.models import import_litellm
 
     p = import_litellm().model_cost[PRICED_AS[preset]]
     cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)

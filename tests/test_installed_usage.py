@@ -11,17 +11,17 @@ import httpx
 import pytest
 import yaml
 
-from agentcompass.gateway import Gateway
+from agentcompass.gateway.server import Gateway
 from agentcompass.harnesses.claude_code import ClaudeCodeHarness
 from agentcompass.harnesses.codex import CodexHarness
 from agentcompass.harnesses.installed import gateway_usage, priced
 from agentcompass.harnesses.opencode import OpencodeHarness
-from agentcompass.models import import_litellm
-from agentcompass.providers.local import LocalProvider
-from agentcompass.scoring import cli_cost
-from agentcompass.sandbox import SandboxSpec
-from agentcompass.schema import GatewaySettings, ModelConfig
-from agentcompass.trial import TrialContext
+from agentcompass.core.models import import_litellm
+from agentcompass.providers.local.provider import LocalProvider
+from agentcompass.core.scoring import cli_cost
+from agentcompass.core.sandbox import SandboxSpec
+from agentcompass.core.schema import GatewaySettings, ModelConfig
+from agentcompass.core.context import TrialContext
 from gateway_upstream import KEY, ScriptedUpstream, serving
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,7 @@
-"""The local provider: workspace mapping, timeouts that kill process groups, bwrap isolation."""
+"""The local provider: workspace mapping, timeouts that kill process groups, bwrap isolation.
+
+Longer than 400 lines because its cases share the workspace and bubblewrap fixtures; split with them next.
+"""
 
 from __future__ import annotations
 
@@ -18,9 +21,9 @@ from pathlib import Path
 import pytest
 import structlog
 
-from agentcompass.errors import InfraError, SandboxLost, UserError
-from agentcompass.providers.local import REMOVER, LocalProvider, python_environment
-from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, TRUNCATION_MARK, SandboxSpec
+from agentcompass.core.errors import InfraError, SandboxLost, UserError
+from agentcompass.providers.local.provider import REMOVER, LocalProvider, python_environment
+from agentcompass.core.sandbox import DEFAULT_OUTPUT_CAP, TRUNCATION_MARK, SandboxSpec
 from conftest import IN_CI, REPO, make_venv
 from harbor_factory import make_recipe, make_task
 
@@ -71,18 +74,19 @@ def test_upload_download_roundtrip(sandbox, tmp_path):
 
 
 def test_timeout_kills_the_whole_process_group(sandbox):
+    tag = unique_sleep(0)  # no other test's sleep, in another test worker say
     start = time.monotonic()
     # The command starts a grandchild that would outlive a naive kill of the shell.
-    result = sandbox.exec("sleep 313.7 & echo $! > /app/child.pid; wait", timeout=1.5)
+    result = sandbox.exec(f"sleep {tag} & echo $! > /app/child.pid; wait", timeout=1.5)
     assert result.timed_out and result.exit_code == 124
-    assert time.monotonic() - start < 20
+    assert time.monotonic() - start < 30  # cut at the timeout, not the sleep's minute
     pid_text = (sandbox.host_path("/app") / "child.pid").read_text().strip()
     if sandbox.isolation == "none":  # with bwrap the pid is in another pid namespace
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 15
         while alive(int(pid_text)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not alive(int(pid_text))
-    assert "sleep 313.7" not in os.popen("ps -eo args").read()
+    assert gone_within(f"sleep {tag}", 15)
 
 
 def test_close_kills_running_commands_and_removes_workspace(sandbox):
@@ -178,8 +182,9 @@ DETACHERS = {
 
 
 def unique_sleep(test: int) -> str:
-    """A sleep of about 15 s whose argv no other test or process shares (ps finds it by that)."""
-    return f"15.{test}{os.getpid()}{threading.get_ident() % 1000}{time.monotonic_ns() % 1000}"
+    """A sleep of about a minute whose argv no other test or process shares (ps finds it by that). A minute: far
+    longer than any bound below, so a process that outlived its kill is told from a busy machine's slowness."""
+    return f"60.{test}{os.getpid()}{threading.get_ident() % 1000}{time.monotonic_ns() % 1000}"
 
 
 def running(args: str) -> bool:
@@ -200,10 +205,10 @@ def test_timeout_holds_and_kills_processes_however_they_detached(sandbox, how):
     result = sandbox.exec(DETACHERS[how].format(tag=tag) + "; sleep 60", timeout=2)
     took = time.monotonic() - start
     assert result.timed_out and result.exit_code == 124
-    assert took < 3.5, f"timeout 2 s took {took:.1f} s"
+    assert took < 15, f"timeout 2 s took {took:.1f} s"
     assert "started" in result.stdout
     sleep_args = f"sleep {tag}{'1' if how == 'setsid' else '2'}"
-    assert gone_within(sleep_args, 2), f"{sleep_args!r} survived the timeout"
+    assert gone_within(sleep_args, 15), f"{sleep_args!r} survived the timeout"
 
 
 @pytest.mark.parametrize("how", sorted(DETACHERS))
@@ -213,17 +218,17 @@ def test_a_command_that_leaves_a_daemon_returns_when_it_ends(sandbox, how):
     result = sandbox.exec(DETACHERS[how].format(tag=tag), timeout=30)
     took = time.monotonic() - start
     assert result.exit_code == 0 and not result.timed_out and result.stdout.strip() == "started"
-    assert took < 2.5, f"a command that ended at once took {took:.1f} s: it waited for the daemon's pipes"
+    assert took < 15, f"a command that ended at once took {took:.1f} s: it waited for the daemon's pipes"
     sleep_args = f"sleep {tag}{'1' if how == 'setsid' else '2'}"
-    assert gone_within(sleep_args, 2), "every process a command starts ends with it"
+    assert gone_within(sleep_args, 15), "every process a command starts ends with it"
 
 
 # Peak RSS from VmHWM: ru_maxrss would carry over the forking parent's peak (Linux keeps it across exec),
 # which is pytest's own size late in a long session, not this runner's.
 RUNNER = """
 import json, re, sys, threading
-from agentcompass.providers.local import LocalProvider
-from agentcompass.sandbox import SandboxSpec
+from agentcompass.providers.local.provider import LocalProvider
+from agentcompass.core.sandbox import SandboxSpec
 box = LocalProvider(isolation=sys.argv[1], root=sys.argv[2]).open(SandboxSpec(name="t"))
 result = box.exec(sys.argv[3], timeout=120)
 print(json.dumps({"exit_code": result.exit_code, "stdout_len": len(result.stdout), "stderr_len": len(result.stderr),
@@ -263,7 +268,7 @@ def test_sandbox_processes_die_with_the_runner(tmp_path, isolation):
         runner.kill()  # SIGKILL: no cleanup code of the runner runs
         runner.wait()
     for n in (1, 2, 3):
-        assert gone_within(f"sleep {tag}{n}", 5), f"'sleep {tag}{n}' outlived the runner's SIGKILL"
+        assert gone_within(f"sleep {tag}{n}", 15), f"'sleep {tag}{n}' outlived the runner's SIGKILL"
 
 
 # -- the interpreter a user runs from stays visible, wherever it lives (issue 8.1) -------------------
@@ -460,8 +465,8 @@ def test_a_solution_that_leaves_a_daemon_ends_within_its_agent_timeout(tmp_path,
     assert done.returncode == 0, done.stderr
     (row,) = [json.loads(line) for line in (tmp_path / "r" / "d" / "daemons__oracle__none__local" / "trials.jsonl")
               .read_text().splitlines()]
-    assert row["timings"]["agent"] < 2 + 1.5, row
-    assert gone_within(f"sleep {tag}", 2)
+    assert row["timings"]["agent"] < 2 + 10, row  # its timeout, not the daemon's minute
+    assert gone_within(f"sleep {tag}", 15)
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)
@@ -476,5 +481,5 @@ def test_ctrl_c_ends_a_run_whose_solution_left_a_daemon(tmp_path, isolation):
     run.send_signal(signal.SIGINT)
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == 130, stderr
-    assert time.monotonic() - start < 5, f"Ctrl-C took {time.monotonic() - start:.1f} s"
-    assert gone_within(f"sleep {tag}", 2)
+    assert time.monotonic() - start < 15, f"Ctrl-C took {time.monotonic() - start:.1f} s"
+    assert gone_within(f"sleep {tag}", 15)

@@ -1,4 +1,7 @@
-"""mini_swe_agent end to end: the real agent, a real HTTP model endpoint (scripted), real sandboxes."""
+"""mini_swe_agent end to end: the real agent, a real HTTP model endpoint (scripted), real sandboxes.
+
+Longer than 400 lines because its cases share the scripted endpoint and sandbox fixtures; split with them next.
+"""
 
 from __future__ import annotations
 
@@ -243,7 +246,7 @@ def test_the_wall_time_limit_cuts_a_long_command_and_ends_the_run(tmp_path):
     directory = run_dir(tmp_path / "results")
     [trial] = read_trials(directory)
     assert trial["agent_exit_status"] == "timeout" and trial["status"] == "failed", trial
-    assert trial["timings"]["agent"] < 20
+    assert trial["timings"]["agent"] < 40  # its 2 s limit on a busy machine, not the command's 60 s
     assert "timed out" in (directory / "tasks" / TASK / "attempt-1" / "agent.log").read_text()
 
 
@@ -275,15 +278,15 @@ def interrupt_and_check(proc: subprocess.Popen, stderr: Path, run_name: str) -> 
     proc.send_signal(signal.SIGINT)
     start = time.monotonic()
     try:
-        proc.wait(timeout=20)
+        proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack goes to stderr
         proc.wait()
-        pytest.fail(f"the run ignored SIGINT for 20 s: {stderr.read_text()[-6000:]}")
+        pytest.fail(f"the run ignored SIGINT for 60 s: {stderr.read_text()[-6000:]}")
     elapsed = time.monotonic() - start
     text = stderr.read_text()
     assert proc.returncode == 130, text[-2000:]
-    assert elapsed < 15, f"took {elapsed:.1f}s to stop"
+    assert elapsed < 20, f"took {elapsed:.1f}s to stop"
     assert "Traceback" not in text
     time.sleep(1.0)
     assert "Retrying" not in text[text.find("interrupted"):], text[-2000:]
@@ -428,8 +431,8 @@ def test_a_submission_is_handed_over_only_where_the_config_submits_something():
     ("bedrock/us.anthropic.claude-opus-4-1", True), ("openai/gpt-5-mini", False),
 ])
 def test_prompt_caching_as_mini_swe_agent_sets_it(name, cached):
-    from agentcompass.models import Meter
-    from agentcompass.schema import ModelConfig
+    from agentcompass.core.models import Meter
+    from agentcompass.core.schema import ModelConfig
 
     lm = harness(prompt_config="swebench")._model(Meter(ModelConfig(name=name)), {})
     assert lm.config.set_cache_control == ("default_end" if cached else None)
@@ -472,9 +475,9 @@ def test_an_outage_keeps_every_token_spent_and_counts_the_failed_requests(tmp_pa
 @pytest.mark.parametrize("isolation", ["none", "bwrap"])
 def test_the_prompt_configs_interpreter_env_and_bash_env_hold_on_the_local_provider(tmp_path, isolation):
     """As under mini's `docker exec -e K=V IMAGE bash -c CMD`: BASH_ENV is sourced once, by the command's shell."""
-    from agentcompass.harnesses.mini_swe_agent import SandboxEnvironment
-    from agentcompass.providers.local import LocalProvider
-    from agentcompass.sandbox import SandboxSpec
+    from agentcompass.harnesses.mini_swe_environment import SandboxEnvironment
+    from agentcompass.providers.local.provider import LocalProvider
+    from agentcompass.core.sandbox import SandboxSpec
 
     box = LocalProvider(isolation=isolation, root=str(tmp_path / "ws")).open(SandboxSpec(name="t", workdir="/app"))
     try:
@@ -495,9 +498,9 @@ def test_a_submission_over_the_exec_output_cap_is_handed_over_whole(tmp_path):
 
     from minisweagent.exceptions import Submitted
 
-    from agentcompass.harnesses.mini_swe_agent import SandboxEnvironment
-    from agentcompass.providers.local import LocalProvider
-    from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, SandboxSpec, TRUNCATION_MARK
+    from agentcompass.harnesses.mini_swe_environment import SandboxEnvironment
+    from agentcompass.providers.local.provider import LocalProvider
+    from agentcompass.core.sandbox import DEFAULT_OUTPUT_CAP, SandboxSpec, TRUNCATION_MARK
 
     sandbox = LocalProvider(isolation="auto").open(SandboxSpec(name="t", workdir=str(tmp_path), runs_on_host=True))
     env = SandboxEnvironment(sandbox, str(tmp_path), {}, 60, _time.monotonic() + 600, log=lambda text: None)

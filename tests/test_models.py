@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentcompass.config import GROUPS, Invocation, compose, finalize, make_hydra, public_dict
-from agentcompass.errors import UserError
-from agentcompass.models import Meter, api_key, completion_kwargs, import_litellm, litellm_name, request_fields
-from agentcompass.schema import ModelConfig, Pricing, ResolvedConfig
+from agentcompass.core.config import GROUPS, Invocation, compose, finalize, make_hydra, public_dict
+from agentcompass.core.errors import UserError
+from agentcompass.core.models import Meter, api_key, completion_kwargs, import_litellm, litellm_name, request_fields
+from agentcompass.core.schema import ModelConfig, Pricing, ResolvedConfig
 
 
 def resolved_for(preset: str, *extra: str, config_files=(), cli_key: str | None = None) -> ResolvedConfig:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from agentcompass.errors import InfraError
-from agentcompass.pacing import Pacer
+from agentcompass.core.errors import InfraError
+from agentcompass.core.pacing import Pacer
 
 
 def run_trials(pacer: Pacer, count: int, hold_s: float) -> tuple[list[float], int]:

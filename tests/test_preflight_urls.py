@@ -13,10 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from agentcompass.errors import UserError
-from agentcompass.gateway_check import check_endpoint
-from agentcompass.models import check_model
-from agentcompass.schema import ModelConfig
+from agentcompass.core.errors import UserError
+from agentcompass.gateway.check import check_endpoint
+from agentcompass.core.models import check_model
+from agentcompass.core.schema import ModelConfig
 from conftest import REPO
 
 ROUTES = {"/v1/messages", "/v1/chat/completions", "/v1/responses"}  # what a real server serves; all else 404s

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.scoring import pass_at_k
+from agentcompass.core.scoring import pass_at_k
 
 T0 = 1_800_000_000  # on an hour boundary (500000 h)
 ENDPOINT = {"name": "glm-5.2", "base_url": "http://127.0.0.1:9/v1", "pricing": {"billing": "self_hosted"}}

@@ -60,7 +60,7 @@ def test_a_resumed_run_makes_the_old_report_stale(copy):
 
 
 def test_a_running_run_gets_one_line_and_verify_waits_for_it(copy):
-    from agentcompass.runlock import RunLock
+    from agentcompass.core.runlock import RunLock
 
     set_status(copy, "running")
     with RunLock(copy / SETUP):

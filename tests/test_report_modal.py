@@ -10,7 +10,7 @@ import json
 import pytest
 
 import fake_modal
-from test_modal_provider import modal_cli, real_modal  # noqa: F401  (fixtures)
+from modal_sdk import modal_cli, real_modal  # noqa: F401  (fixtures)
 from test_report import T0, iso, sweep  # noqa: F401  (the sweep fixture)
 
 

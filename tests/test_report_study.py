@@ -57,7 +57,7 @@ def study_setups():
     (run<n> is attempt n of the task, k = 4), priced at the run's published billed_usd."""
     from agentcompass.report.costs import Costs, TrialCost
     from agentcompass.report.load import Setup, Trial
-    from agentcompass.results import TrialResult
+    from agentcompass.core.results import TrialResult
 
     setups: dict[str, Setup] = {}
     costs = Costs({}, {})

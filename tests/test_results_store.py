@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.results import TrialResult, now_iso
-from agentcompass.scoring import RULES, base_note, summarize
-from agentcompass.task import Usage
+from agentcompass.core.results import TrialResult, now_iso
+from agentcompass.core.scoring import RULES, base_note, summarize
+from agentcompass.core.task import Usage
 from harbor_factory import make_file_tasks, make_recipe, make_task
 
 
@@ -360,7 +360,7 @@ def test_usages_add_field_by_field():
 
 
 def test_read_if_present_reads_whole_files_of_any_size(tmp_path):
-    from agentcompass.results import READ_SIZE, read_if_present
+    from agentcompass.core.results import READ_SIZE, read_if_present
 
     for size in (0, 1, READ_SIZE - 1, READ_SIZE, READ_SIZE + 1, 3 * READ_SIZE + 5):
         data = os.urandom(size)

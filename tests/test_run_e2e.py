@@ -76,8 +76,8 @@ def test_k_attempts_and_unbiased_pass_at_k(cli, tmp_path):
 
 FLAKY_PROVIDER = textwrap.dedent("""
     from pathlib import Path
-    from agentcompass.errors import InfraError
-    from agentcompass.providers.local import LocalProvider
+    from agentcompass.core.errors import InfraError
+    from agentcompass.providers.local.provider import LocalProvider
 
     class FlakyProvider(LocalProvider):
         '''Fails the first `failures` opens of every trial, as a flaky cloud would.'''
@@ -134,7 +134,7 @@ def test_missing_reward_file_is_a_verifier_error_not_a_zero(cli, tmp_path):
     # The agent timed out, and verification still ran (its test passes whatever the agent did).
     assert trials["agenttimeout"]["agent_exit_status"] == "timeout"
     assert trials["agenttimeout"]["status"] == "passed"
-    assert trials["agenttimeout"]["timings"]["agent"] < 15
+    assert trials["agenttimeout"]["timings"]["agent"] < 25  # its 1 s limit on a busy machine, not the 30 s sleep
 
 
 def test_multirun_makes_one_directory_per_value(cli, tmp_path):
@@ -150,7 +150,7 @@ def test_multirun_makes_one_directory_per_value(cli, tmp_path):
     assert list(tmp_path.iterdir()) == [root]  # Hydra wrote nothing elsewhere
 
 
-def start_run(tmp_path: Path, count: int, sleep: float, extra: list[str] = ()) -> tuple[subprocess.Popen, Path]:
+def start_run(tmp_path: Path, count: int, sleep: float | str, extra: list[str] = ()) -> tuple[subprocess.Popen, Path]:
     data = tmp_path / "data"
     make_file_tasks(data, count, solve_extra=f"sleep {sleep}")
     make_recipe(tmp_path / "conf", "slow", data)
@@ -191,17 +191,18 @@ def test_resume_after_sigkill_runs_each_attempt_exactly_once(cli, tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_closes_everything_and_writes_partial_summary(tmp_path, sig):
     workspaces = tmp_path / "ws"
-    proc, run_dir = start_run(tmp_path, 6, sleep=7.77, extra=["--env-params", json.dumps({"root": str(workspaces)})])
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and "sleep 7.77" not in os.popen("ps -eo args").read():
+    sleep = f"7.77{os.getpid()}{int(sig)}"  # about 7.8 s, and a command line no other test worker's run has
+    proc, run_dir = start_run(tmp_path, 6, sleep=sleep, extra=["--env-params", json.dumps({"root": str(workspaces)})])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and f"sleep {sleep}" not in os.popen("ps -eo args").read():
         time.sleep(0.05)
-    assert "sleep 7.77" in os.popen("ps -eo args").read(), "trials never started"
+    assert f"sleep {sleep}" in os.popen("ps -eo args").read(), "trials never started"
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     time.sleep(0.3)
-    assert "sleep 7.77" not in os.popen("ps -eo args").read()  # no process of the run is left
+    assert f"sleep {sleep}" not in os.popen("ps -eo args").read()  # no process of the run is left
     assert list(workspaces.iterdir()) == []  # every sandbox closed
     run_json = json.loads((run_dir / "run.json").read_text())
     assert run_json["status"] == "interrupted"

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.durable import DurableAppender
-from agentcompass.scheduler import RetryPolicy
+from agentcompass.core.durable import DurableAppender
+from agentcompass.core.lanes import RetryPolicy
 from harbor_factory import make_file_tasks, make_recipe
 
 PLUGIN = '''
 import os, resource, time
 from pathlib import Path
-from agentcompass.errors import InfraError
+from agentcompass.core.errors import InfraError
 from agentcompass.harnesses.oracle import OracleHarness
-from agentcompass.task import Usage
+from agentcompass.core.task import Usage
 
 
 class BusyHarness(OracleHarness):
@@ -190,16 +190,18 @@ def test_interrupt_of_a_harness_busy_in_python_exits_in_seconds(tmp_path, signal
     while not mark.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert mark.exists(), "the harness never started"
-    for sig in signals:
+    for i, sig in enumerate(signals):
+        if i:
+            time.sleep(0.5)  # the first one has started the wind-down
         proc.send_signal(sig)
-        time.sleep(0.5)
-    sent = time.monotonic()
-    _, stderr = proc.communicate(timeout=60)
+        sent = time.monotonic()
+    _, stderr = proc.communicate(timeout=90)
     waited = time.monotonic() - sent
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
-    # One signal: sandboxes closed, then at most the grace period (5 s) for the busy workers.
-    assert waited < (2.5 if len(signals) == 2 else 8), waited
+    # One signal: sandboxes closed, then at most the grace period (GRACE_S, 5 s) for the busy workers, never the
+    # harness's minute. A second signal: at once, not the rest of the grace period (4.5 s more).
+    assert waited < (4 if len(signals) == 2 else 30), waited
     assert status_of(run_dir) == "interrupted"
     assert list((tmp_path / "ws").iterdir()) == []
     assert processes_running(str(tmp_path)) == []  # the worker processes went with the run
@@ -291,25 +293,28 @@ class SleepingRunner:
     provider = type("Provider", (), {"name": "waits", "fork_safe": False})()
 
     def __init__(self) -> None:
-        from agentcompass.pacing import Pacer
-        from agentcompass.trial import OpenSandboxes
+        from agentcompass.core.pacing import Pacer
+        from agentcompass.core.trial import OpenSandboxes
         self.pacer, self.sandboxes, self.starts = Pacer(), OpenSandboxes(), []
+        self.seconds = 0.3
 
     def run(self, task, attempt, trial_dir):
-        from agentcompass.results import TrialResult, now_iso
+        from agentcompass.core.results import TrialResult, now_iso
         self.starts.append(time.monotonic())
-        time.sleep(0.3)
+        time.sleep(self.seconds)
         return TrialResult(task_id=task.id, attempt=attempt, status="passed", started_at=now_iso(), finished_at=now_iso())
 
 
 def test_first_trials_start_spaced_apart_then_keep_their_pace(tmp_path):
-    from agentcompass.progress import Progress
-    from agentcompass.results import ResultsStore
-    from agentcompass.scheduler import START_SPACING_S, Lane, Scheduler
-    from agentcompass.task import Task
+    from agentcompass.core.progress import Progress
+    from agentcompass.core.results import ResultsStore
+    from agentcompass.core.lanes import Lane
+    from agentcompass.core.scheduler import START_SPACING_S, Scheduler
+    from agentcompass.core.task import Task
 
     threads = 120
     runner = SleepingRunner()
+    runner.seconds = 1.5  # far longer than the first round takes to start, even on a machine 4x as busy
     store = ResultsStore(tmp_path / "run")
     lane = Lane(runner, store, RetryPolicy(0, 0), [(Task(id=f"t{i:03d}", instruction=""), 1) for i in range(2 * threads)])
     Scheduler([lane], threads, Progress(2 * threads), processes=1).run()
@@ -319,24 +324,30 @@ def test_first_trials_start_spaced_apart_then_keep_their_pace(tmp_path):
     assert START_SPACING_S >= 0.0005  # half a millisecond or so per thread: 120 threads start over about 60 ms
     # Each thread's first start waits its turn: spread over about (threads - 1) spacings, not bunched.
     assert first[-1] - first[0] >= 0.04
-    assert first[-1] - first[0] < 0.3  # and all of the first round starts before any trial could end
+    assert first[-1] - first[0] < 1.2  # and all of the first round starts before any trial could end
     # The second round starts as the first ends, trial by trial: as spread as the first.
     assert second[-1] - second[0] >= 0.04
 
 
-def test_an_interrupt_during_the_first_round_spacing_starts_nothing_more(tmp_path):
-    from agentcompass.progress import Progress
-    from agentcompass.results import ResultsStore
-    from agentcompass.scheduler import Interrupted, Lane, Scheduler
-    from agentcompass.task import Task
+def test_an_interrupt_during_the_first_round_spacing_starts_nothing_more(tmp_path, monkeypatch):
+    from agentcompass.core import scheduler as scheduling
+    from agentcompass.core.progress import Progress
+    from agentcompass.core.results import ResultsStore
+    from agentcompass.core.lanes import Lane
+    from agentcompass.core.scheduler import Scheduler
+    from agentcompass.core.signals import Interrupted
+    from agentcompass.core.task import Task
 
+    # Turns 20 ms apart: the last of 600 threads would start 12 s in, so a wait that ignored the interrupt
+    # is told from a busy machine's slowness (the run ends within a few seconds of it either way).
+    monkeypatch.setattr(scheduling, "START_SPACING_S", 0.02)
     runner = SleepingRunner()
     lane = Lane(runner, ResultsStore(tmp_path / "run"), RetryPolicy(0, 0),
-                [(Task(id=f"t{i:04d}", instruction=""), 1) for i in range(3000)])
-    scheduler = Scheduler([lane], 3000, Progress(3000), processes=1)  # the last thread's turn: 1.5 s in
+                [(Task(id=f"t{i:04d}", instruction=""), 1) for i in range(600)])
+    scheduler = Scheduler([lane], 600, Progress(600), processes=1)
     threading.Timer(0.6, lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)).start()
     t0 = time.monotonic()
     with pytest.raises(Interrupted):
         scheduler.run()
-    assert time.monotonic() - t0 < 1.4  # the threads still waiting for their turn stopped waiting
-    assert len(runner.starts) < 2000  # and the ones whose turn had not come never started
+    assert time.monotonic() - t0 < 8  # the threads still waiting for their turn stopped waiting (not 12 s)
+    assert len(runner.starts) < 150  # and the ones whose turn had not come never started (turn 150: 3 s in)

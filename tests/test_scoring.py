@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.calls import CALLS_FILE
-from agentcompass.results import TrialResult
-from agentcompass.scoring import RULES, summarize
-from agentcompass.task import Usage
+from agentcompass.core.calls import CALLS_FILE
+from agentcompass.core.results import TrialResult
+from agentcompass.core.scoring import RULES, summarize
+from agentcompass.core.task import Usage
 from conftest import run_cli
 from fake_llm_server import FakeLLM, FakeLLMServer
 from harbor_factory import make_recipe, make_task

@@ -1,4 +1,4 @@
-"""Trials in worker processes (run.processes, agentcompass.shards) on the real local provider: every
+"""Trials in worker processes (run.processes, agentcompass.core.shards) on the real local provider: every
 trial recorded once by the parent, workers that die with it, a worker killed from outside, a fatal
 error in one worker stopping all, and the message framing between them."""
 
@@ -17,14 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.shards import Frames, encode, processes_for
+from agentcompass.core.shard_pipes import Frames, encode
+from agentcompass.core.shard_policy import processes_for
 from harbor_factory import make_file_tasks, make_recipe
 from test_scheduler import processes_running
 
 PLUGIN = '''
 import os, time
 from pathlib import Path
-from agentcompass.errors import FatalInfraError
+from agentcompass.core.errors import FatalInfraError
 from agentcompass.harnesses.oracle import OracleHarness
 
 
@@ -189,8 +190,8 @@ def test_how_many_processes(concurrency, setting, expected, monkeypatch):
 
 def test_a_provider_that_is_not_fork_safe_stays_in_one_process(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
-    from agentcompass.providers.docker import DockerProvider
-    from agentcompass.providers.local import LocalProvider
+    from agentcompass.providers.docker.provider import DockerProvider
+    from agentcompass.providers.local.provider import LocalProvider
 
     assert not getattr(DockerProvider, "fork_safe", False) and LocalProvider.fork_safe
     docker_like = type("Docker", (), {"name": "docker"})()
@@ -210,7 +211,7 @@ def test_a_pooled_sweep_in_worker_processes_records_each_job_in_its_own_run(cli,
 
 
 def test_a_run_turns_transparent_huge_pages_off_for_itself_and_its_workers():
-    probe = ("import os; from agentcompass.cli import no_huge_pages; no_huge_pages(); pid = os.fork()\n"
+    probe = ("import os; from agentcompass.commands.cli import no_huge_pages; no_huge_pages(); pid = os.fork()\n"
              "if pid == 0:\n"
              "    print([l for l in open('/proc/self/status') if l.startswith('THP_enabled')][0].split()[1]); os._exit(0)\n"
              "os.waitpid(pid, 0)")
@@ -221,8 +222,8 @@ def test_a_run_turns_transparent_huge_pages_off_for_itself_and_its_workers():
 def test_results_that_trickle_in_are_recorded_in_a_few_batches(tmp_path):
     """A worker sending 40 results 1 ms apart: the parent records them in a handful of commits (one fsync
     each), not forty, and every one of them once."""
-    from agentcompass.results import ResultsStore, TrialResult
-    from agentcompass.shards import Worker, collect
+    from agentcompass.core.results import ResultsStore, TrialResult
+    from agentcompass.core.shards import Worker, collect
 
     read_end, write_end = os.pipe()
     pid = os.fork()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hydra._internal.hydra import Hydra
 
-from agentcompass.cli import main
+from agentcompass.commands.cli import main
 from harbor_factory import make_file_tasks, make_recipe
 
 

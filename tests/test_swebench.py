@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.errors import UserError
-from agentcompass.formats.swebench import SwebenchFormat
-from agentcompass.formats.swebench_data import classic_eval_script, instance_for_test_spec
+from agentcompass.core.errors import UserError
+from agentcompass.formats.swebench.format import SwebenchFormat
+from agentcompass.formats.swebench.data import classic_eval_script, instance_for_test_spec
 from agentcompass.harnesses.predictions import read_predictions
-from agentcompass.providers.local import LocalProvider
-from agentcompass.sandbox import SandboxSpec
-from agentcompass.schema import Recipe
-from agentcompass.task import Task
+from agentcompass.providers.local.provider import LocalProvider
+from agentcompass.core.sandbox import SandboxSpec
+from agentcompass.core.schema import Recipe
+from agentcompass.core.task import Task
 
 SAMPLE = Path(__file__).parent / "data" / "swebench-lite-sample.json"
 SAMPLE_IDS = ["django__django-16255", "sympy__sympy-13031", "pytest-dev__pytest-11143",
@@ -264,7 +264,7 @@ def test_classic_reset_lines_are_swebench_4s():
 
 def test_predictions_have_a_line_per_attempted_instance(tmp_path):
     """As mini-swe-agent's preds.json: an attempt that ended in an error submits the empty patch."""
-    from agentcompass.results import TrialResult
+    from agentcompass.core.results import TrialResult
 
     stamp = "2026-11-30T00:00:00+00:00"
     graded = TrialResult(task_id="a__a-1", attempt=1, status="passed", started_at=stamp, finished_at=stamp,
@@ -284,7 +284,7 @@ LINE = "a line of text, eighty characters long with its newline " + "." * 23
 
 def test_a_patch_over_the_exec_output_cap_is_extracted_whole(tmp_path):
     """An 11 MiB new file: the official harness and mini have no cap, so neither does the patch."""
-    from agentcompass.sandbox import DEFAULT_OUTPUT_CAP, TRUNCATION_MARK
+    from agentcompass.core.sandbox import DEFAULT_OUTPUT_CAP, TRUNCATION_MARK
 
     fmt = seeded_format(tmp_path)
     task = fmt.load()[0]

@@ -6,6 +6,8 @@ parse_log_pytest). Several instances share it so one run yields many verdicts at
 patch, empty patch, a patch that breaks a PASS_TO_PASS test, one that does not apply, one whose
 tests are killed, one whose eval log is 12 MiB, and one that only adds a git-ignored file.
 Every verdict is checked against swebench's own `get_eval_report` on the same eval.log.
+
+Longer than 400 lines because its cases share one built instance image and its rows; split with them next.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from fake_llm_server import FakeLLM, FakeLLMServer
+from shared_cache import exclusive
 
 F2P = "tests/test_calc.py::test_mul"
 P2P = "tests/test_calc.py::test_add"
@@ -110,15 +113,16 @@ def calc_image(base_image: str, calc_repo: CalcRepo, tmp_path_factory: pytest.Te
                   "python3-pytest && rm -rf /var/lib/apt/lists/*\nCOPY testbed /testbed\nWORKDIR /testbed\n")
     tag = f"agentcompass-test/swebench-calc:{hashlib.sha256((dockerfile + calc_repo.base_commit).encode()).hexdigest()[:12]}"
     client = docker.from_env()
-    try:
-        client.images.get(tag)
-        return tag
-    except docker.errors.ImageNotFound:
-        pass
-    context = tmp_path_factory.mktemp("calc-image")
-    shutil.copytree(calc_repo.path, context / "testbed")
-    (context / "Dockerfile").write_text(dockerfile)
-    client.images.build(path=str(context), tag=tag, rm=True)
+    with exclusive(tag):  # parallel test workers wait for one build
+        try:
+            client.images.get(tag)
+            return tag
+        except docker.errors.ImageNotFound:
+            pass
+        context = tmp_path_factory.mktemp("calc-image")
+        shutil.copytree(calc_repo.path, context / "testbed")
+        (context / "Dockerfile").write_text(dockerfile)
+        client.images.build(path=str(context), tag=tag, rm=True)
     return tag
 
 
@@ -174,7 +178,7 @@ def official_report(rows: Path, run_dir: Path, instance_id: str) -> dict:
     from swebench.harness.grading import get_eval_report
     from swebench.harness.utils import make_test_spec
 
-    from agentcompass.formats.swebench_data import instance_for_test_spec, normalize_row
+    from agentcompass.formats.swebench.data import instance_for_test_spec, normalize_row
 
     row = next(r for r in map(json.loads, rows.read_text().splitlines()) if r["instance_id"] == instance_id)
     spec = make_test_spec(instance_for_test_spec(normalize_row(row), row.get("image") or "img"))
@@ -354,7 +358,7 @@ def test_image_assets_are_restored_before_the_tests(cli, calc_repo, tmp_path):
     assert (trial_dir / "image_assets" / "tests__baseline.png").read_bytes() == baseline
     from swebench.harness.utils import make_test_spec
 
-    from agentcompass.formats.swebench_data import instance_for_test_spec, normalize_row
+    from agentcompass.formats.swebench.data import instance_for_test_spec, normalize_row
 
     official_script = _inject_asset_restore(
         make_test_spec(instance_for_test_spec(normalize_row(row), "unused")).eval_script,

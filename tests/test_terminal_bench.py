@@ -1,4 +1,7 @@
-"""Terminal-Bench: the v1 task format with pytest -rA grading, and Terminal-Bench 2 from a git source."""
+"""Terminal-Bench: the v1 task format with pytest -rA grading, and Terminal-Bench 2 from a git source.
+
+Longer than 400 lines because its module fixtures (built task images, a TB2 git source) are shared by every case; split with them next.
+"""
 
 from __future__ import annotations
 
@@ -16,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.errors import UserError, VerifierError
-from agentcompass.formats.terminal_bench import TerminalBenchFormat, grade_tests, solution_keystrokes
-from agentcompass.formats.terminal_bench_compose import interpolate
-from agentcompass.formats.terminal_bench_parsers import parse_test_output
-from agentcompass.formats.terminal_bench_tmux import Keystrokes, blocking_keys
-from agentcompass.schema import Recipe
+from agentcompass.core.errors import UserError, VerifierError
+from agentcompass.formats.terminal_bench.format import TerminalBenchFormat, grade_tests, solution_keystrokes
+from agentcompass.formats.terminal_bench.compose import interpolate
+from agentcompass.formats.terminal_bench.parsers import parse_test_output
+from agentcompass.formats.terminal_bench.tmux import Keystrokes, blocking_keys
+from agentcompass.core.schema import Recipe
 
 DATA = Path(__file__).resolve().parent / "data"
 TB1 = DATA / "terminal_bench"
@@ -454,18 +457,10 @@ def run_docker(cli, tmp_path: Path, dataset: Path) -> dict:
     return trials(next((tmp_path / "res" / run_name).iterdir()))
 
 
-@pytest.mark.docker
-def test_shells_are_tmux_sessions_where_the_image_has_tmux(cli, base_image: str, tmp_path: Path) -> None:
-    dataset = tmp_path / "data"
-    swebench = "instruction: x\nparser_name: swebench\n"
-    image = TMUX_IMAGE.format(base=base_image)
-    # run_tests_in_same_shell: the tests see what the agent exported in its shell; without it they do not.
-    for name, same_shell in (("same-shell", "true"), ("fresh-shell", "false")):
-        write_task(dataset, name, dockerfile=image, task_yaml=f"{swebench}run_tests_in_same_shell: {same_shell}\n",
-                   files={"solution.yaml": "- export SECRET_WORD=xyzzy\n",
-                          "run-tests.sh": verdict_script('[ "$SECRET_WORD" = xyzzy ]')})
-    # Keystrokes typed into a Python REPL, as a terminal would take them.
-    write_task(dataset, "python-repl", dockerfile=image, task_yaml=swebench, files={
+def python_repl_files() -> dict[str, str]:
+    """Keystrokes typed into a Python REPL, as a terminal would take them, checked in the official tests shell
+    (root, a login shell on a 160-column terminal)."""
+    return {
         "solution.yaml": """
             - command: python3
               min_timeout_sec: 2
@@ -477,9 +472,22 @@ def test_shells_are_tmux_sessions_where_the_image_has_tmux(cli, base_image: str,
             - command: echo back in bash > /app/after.txt
               block: true
             """,
-        # The official tests shell: root, a login shell on a 160-column terminal.
         "run-tests.sh": verdict_script('[ "$(cat /app/out.txt)" = "typed into python" ] && [ -f /app/after.txt ] '
-                                       '&& [ "$(id -u)" = 0 ] && [ "$(tput cols)" = 160 ]')})
+                                       '&& [ "$(id -u)" = 0 ] && [ "$(tput cols)" = 160 ]')}
+
+
+@pytest.mark.docker
+def test_shells_are_tmux_sessions_where_the_image_has_tmux(cli, base_image: str, tmp_path: Path) -> None:
+    dataset = tmp_path / "data"
+    swebench = "instruction: x\nparser_name: swebench\n"
+    image = TMUX_IMAGE.format(base=base_image)
+    # run_tests_in_same_shell: the tests see what the agent exported in its shell; without it they do not.
+    for name, same_shell in (("same-shell", "true"), ("fresh-shell", "false")):
+        write_task(dataset, name, dockerfile=image, task_yaml=f"{swebench}run_tests_in_same_shell: {same_shell}\n",
+                   files={"solution.yaml": "- export SECRET_WORD=xyzzy\n",
+                          "run-tests.sh": verdict_script('[ "$SECRET_WORD" = xyzzy ]')})
+    # Keystrokes typed into a Python REPL, as a terminal would take them.
+    write_task(dataset, "python-repl", dockerfile=image, task_yaml=swebench, files=python_repl_files())
     rows = run_docker(cli, tmp_path, dataset)
     assert {k: r["status"] for k, r in rows.items()} == {"same-shell": "passed", "fresh-shell": "failed",
                                                          "python-repl": "passed"}, rows
@@ -577,8 +585,8 @@ def test_a_two_service_compose_task_runs_all_its_services_on_the_trials_network(
 
 @pytest.mark.docker
 def test_compose_container_details_reach_the_engine(base_image: str, tmp_path: Path) -> None:
-    from agentcompass.providers.docker import DockerProvider
-    from agentcompass.sandbox import ComposeSpec, ContainerSpec, SandboxSpec
+    from agentcompass.providers.docker.provider import DockerProvider
+    from agentcompass.core.sandbox import ComposeSpec, ContainerSpec, SandboxSpec
 
     name = f"ac-test-compose-{uuid.uuid4().hex[:8]}"
     client = ContainerSpec(name="client", image=base_image, command=["sleep", "infinity"], user="nobody",
@@ -626,7 +634,7 @@ def test_a_test_timeout_after_an_agent_timeout_is_parsed_as_officially(cli, tmp_
 
 
 def test_without_tmux_the_tests_output_is_cut_to_what_the_pane_holds() -> None:
-    from agentcompass.formats.terminal_bench import KEPT_ROWS, last_rows
+    from agentcompass.formats.terminal_bench.format import KEPT_ROWS, last_rows
 
     lines = [f"line {n}" for n in range(5000)]
     assert last_rows("\n".join(lines) + "\n").splitlines() == lines[-KEPT_ROWS:]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.formats.terminal_bench_parsers import PASSING, ParseError, parse_test_output, resolved
+from agentcompass.formats.terminal_bench.parsers import PASSING, ParseError, parse_test_output, resolved
 
 DATA = Path(__file__).resolve().parent / "data" / "terminal_bench_parsers"
 OFFICIAL = json.loads((DATA / "official_verdicts.json").read_text())

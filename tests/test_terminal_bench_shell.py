@@ -106,9 +106,9 @@ def test_agent_shell_is_checked_before_the_run(tmp_path: Path) -> None:
 def test_the_shell_survives_exit_and_takes_long_commands(tmp_path: Path) -> None:
     """Straight on a local sandbox: `exit` gets a new login shell; a script too long for one exec's
     argument is uploaded; a harness's env is exported in the shell and stays."""
-    from agentcompass.formats.terminal_bench_shell import INLINE_MAX_BYTES, AgentShell
-    from agentcompass.providers.local import LocalProvider
-    from agentcompass.sandbox import SandboxSpec
+    from agentcompass.formats.terminal_bench.shell import INLINE_MAX_BYTES, AgentShell
+    from agentcompass.providers.local.provider import LocalProvider
+    from agentcompass.core.sandbox import SandboxSpec
 
     sandbox = LocalProvider(root=str(tmp_path)).open(SandboxSpec(name="shell", workdir="/app", runs_on_host=True))
     try:

@@ -12,7 +12,7 @@ TESTS = Path(__file__).resolve().parent
 
 
 def test_sandbox_names_stay_unique_when_cut_or_cleaned():
-    from agentcompass.trial import sandbox_name
+    from agentcompass.core.trial import sandbox_name
 
     long_a, long_b = "r" * 119 + "a", "r" * 119 + "b"  # differ only past the 120-character cut
     names = {sandbox_name(long_a, "task", 1), sandbox_name(long_b, "task", 1),

@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agentcompass.errors import UserError
+from agentcompass.core.errors import UserError
 
 CLEANABLE = ("docker", "modal", "gcp")  # the shipped providers whose leftovers `cleanup` finds by label
 
 
 def register(subparsers: Any) -> None:
-    from agentcompass.cli import add_overlay_args
+    from agentcompass.commands.args import add_overlay_args
 
     parser = subparsers.add_parser("cleanup", help="remove sandboxes an earlier run left behind (e.g. after kill -9)")
     parser.add_argument("--env", default="docker", help=f"execution environment to clean up: {', '.join(CLEANABLE)} "
@@ -29,9 +29,9 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
-    from agentcompass.cli import build_invocation
-    from agentcompass.config import compose, finalize, make_hydra
-    from agentcompass.registry import resolve
+    from agentcompass.commands.args import build_invocation
+    from agentcompass.core.config import compose, finalize, make_hydra
+    from agentcompass.core.registry import resolve
 
     # Compose as `run` would (any benchmark will do), so environments.<env> from a private --config applies.
     invocation = build_invocation(args, ["demo", "nop", "none"], [])

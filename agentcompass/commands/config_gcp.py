@@ -43,12 +43,12 @@ def register(config_subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
-    from agentcompass.errors import UserError
-    from agentcompass.providers.gcp import GcpProvider
-    from agentcompass.providers.gcp_api import found_credentials
-    from agentcompass.providers.gcp_setup import (APIS, CREDENTIAL_STEPS, credentials_source, firewall_step,
+    from agentcompass.core.errors import UserError
+    from agentcompass.providers.gcp.provider import GcpProvider
+    from agentcompass.providers.gcp.api import found_credentials
+    from agentcompass.providers.gcp.setup import (APIS, CREDENTIAL_STEPS, credentials_source, firewall_step,
                                                   probe_apis, ssh_firewall_rule)
-    from agentcompass.registry import check_extra
+    from agentcompass.core.registry import check_extra
 
     check_extra(GcpProvider, "env 'gcp'")
     ask = asker(args.yes)
@@ -113,7 +113,7 @@ def write_unchecked(args: argparse.Namespace, output: Path, defaults: Any) -> No
 
 def asker(never: bool) -> Callable[[str, str | None], str | None]:
     """A prompt on stderr with the default in brackets, answered from stdin; `never`: the default, unasked."""
-    from agentcompass.errors import UserError
+    from agentcompass.core.errors import UserError
 
     def ask(question: str, default: str | None) -> str | None:
         if never:
@@ -129,8 +129,8 @@ def asker(never: bool) -> Callable[[str, str | None], str | None]:
 
 def check_output(path: Path, force: bool, ask: Callable[[str, str | None], str | None]) -> Path:
     """A private file: never inside the shipped YAML folders or the package; an existing one only with --force."""
-    from agentcompass.catalog import shipped_root
-    from agentcompass.errors import UserError
+    from agentcompass.core.catalog import shipped_root
+    from agentcompass.core.errors import UserError
 
     resolved = path.resolve()
     root = shipped_root().resolve()
@@ -152,7 +152,7 @@ def ensure_bucket(credentials: Any, project: str, bucket: str, region: str, crea
     from google.api_core import exceptions as gexc
     from google.cloud import storage
 
-    from agentcompass.providers.gcs import RunBucket
+    from agentcompass.providers.gcp.storage import RunBucket
 
     client = storage.Client(project=project, credentials=credentials)
     try:
@@ -180,7 +180,7 @@ def write_config(path: Path, project: str, zone: str, region: str, bucket: str, 
     """Atomically, readable by the owner only."""
     import yaml
 
-    from agentcompass.results import write_atomic
+    from agentcompass.core.results import write_atomic
 
     gcp: dict[str, Any] = {"project_id": project, "zone": zone, "region": region, "batch": {"bucket": bucket}}
     if credentials_file:

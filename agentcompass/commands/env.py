@@ -20,7 +20,7 @@ COMMON_KEYS = ("name", "description", "impl")
 
 
 def register(subparsers: Any) -> None:
-    from agentcompass.cli import Parser, add_overlay_args, env_help
+    from agentcompass.commands.args import Parser, add_overlay_args, env_help
 
     parser = subparsers.add_parser("env", help="check that an execution environment is ready (credentials, engine)")
     sub = parser.add_subparsers(dest="env_command", metavar="check", parser_class=Parser, required=True)
@@ -31,7 +31,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
-    from agentcompass.catalog import check_choice, search_roots
+    from agentcompass.core.catalog import check_choice, search_roots
 
     roots = search_roots(list(args.config_dir))
     check_choice("env", args.env, roots)
@@ -52,9 +52,9 @@ def env_settings(env: str, roots: list[Path], config_files: list[Path]) -> tuple
     --config file gave the credentials ('' when none did)."""
     from omegaconf import DictConfig, OmegaConf
 
-    from agentcompass.catalog import group_entries
-    from agentcompass.config import load_overlay, resolved_section
-    from agentcompass.registry import resolve
+    from agentcompass.core.catalog import group_entries
+    from agentcompass.core.config import load_overlay, resolved_section
+    from agentcompass.core.registry import resolve
 
     merged = OmegaConf.create({"env": OmegaConf.load(group_entries("env", roots)[env])})
     source = ""
@@ -70,7 +70,7 @@ def env_settings(env: str, roots: list[Path], config_files: list[Path]) -> tuple
 
 
 def readiness_of(cls: Any, settings: dict[str, Any], live: bool, config_source: str = "") -> Any:
-    from agentcompass.readiness import Readiness
+    from agentcompass.core.readiness import Readiness
 
     check = getattr(cls, "readiness", None)
     if check is None:
@@ -88,8 +88,8 @@ def cheap_status(env: str, roots: list[Path]) -> str:
     """`list envs`' column: readiness without the network or Hydra (the YAML read as is); never raises."""
     import yaml
 
-    from agentcompass.catalog import group_entries
-    from agentcompass.registry import resolve
+    from agentcompass.core.catalog import group_entries
+    from agentcompass.core.registry import resolve
 
     try:
         data = yaml.safe_load(group_entries("env", roots)[env].read_text(encoding="utf-8")) or {}

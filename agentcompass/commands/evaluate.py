@@ -23,7 +23,7 @@ UNUSED_RUN_FLAGS = ("harness_params", "model_params", "model_base_url", "model_a
 
 
 def register(sub: Any) -> None:
-    from agentcompass.cli import add_overlay_args, env_help, non_negative_int, positive_int
+    from agentcompass.commands.args import add_overlay_args, env_help, non_negative_int, positive_int
 
     parser = sub.add_parser("eval", help="grade a SWE-bench predictions file (no agent) into the results layout",
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -43,11 +43,11 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
-    from agentcompass.cli import build_invocation, run_name_of
-    from agentcompass.errors import UserError
+    from agentcompass.commands.args import build_invocation, run_name_of
+    from agentcompass.core.errors import UserError
     from agentcompass.harnesses.predictions import read_predictions
-    from agentcompass.launch import launch
-    from agentcompass.overrides import hydra_value, parse_json_object
+    from agentcompass.core.launch import launch
+    from agentcompass.core.overrides import hydra_value, parse_json_object
 
     check_grades_patches(args.benchmark, args.config_dir)
     predictions = read_predictions(args.predictions)
@@ -77,8 +77,8 @@ def batch_overrides(env: str | None, benchmark: str, config_dirs: list[Path]) ->
     (env gcp_batch, the same settings) instead of a VM per instance."""
     import yaml
 
-    from agentcompass.catalog import group_entries, recipe_format, search_roots
-    from agentcompass.registry import load
+    from agentcompass.core.catalog import group_entries, recipe_format, search_roots
+    from agentcompass.core.registry import load
 
     roots = search_roots(config_dirs)
     path = group_entries("env", roots).get(env or "")
@@ -93,9 +93,9 @@ def batch_overrides(env: str | None, benchmark: str, config_dirs: list[Path]) ->
 
 def check_grades_patches(benchmark: str, config_dirs: list[Path]) -> None:
     """eval needs a recipe whose format grades patches (SWE-bench); say which recipes do."""
-    from agentcompass.catalog import check_choice, group_entries, recipe_format, search_roots
-    from agentcompass.errors import UserError
-    from agentcompass.registry import load
+    from agentcompass.core.catalog import check_choice, group_entries, recipe_format, search_roots
+    from agentcompass.core.errors import UserError
+    from agentcompass.core.registry import load
 
     roots = search_roots(config_dirs)
     check_choice("benchmark", benchmark, roots)

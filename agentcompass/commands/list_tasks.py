@@ -16,9 +16,9 @@ SELECTION_HARNESS = "nop"  # any harness that needs no model: only the benchmark
 
 
 def selected_ids(args: argparse.Namespace) -> list[str]:
-    from agentcompass.cli import build_invocation
-    from agentcompass.config import compose, finalize, make_hydra
-    from agentcompass.registry import resolve
+    from agentcompass.commands.args import build_invocation
+    from agentcompass.core.config import compose, finalize, make_hydra
+    from agentcompass.core.registry import resolve
 
     flags = argparse.Namespace(**{**vars(args), "harness_params": None, "env_params": None, "model_params": None,
                                   "model_base_url": None, "model_api_key": None})
@@ -30,7 +30,7 @@ def selected_ids(args: argparse.Namespace) -> list[str]:
 
 
 def print_tasks(args: argparse.Namespace) -> int:
-    from agentcompass.errors import UserError
+    from agentcompass.core.errors import UserError
 
     if not args.benchmark:
         raise UserError("list tasks needs a BENCHMARK, e.g. agentcompass list tasks demo "

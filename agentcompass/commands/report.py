@@ -102,7 +102,7 @@ def coverage_warnings(report: dict[str, Any]) -> list[str]:
 def endpoint_of(name: str | None, flag: str, setups: list[Any]) -> str:
     """The bill group a flag names: `model@base_url`, or a model name that only one endpoint serves;
     no name: the one self-hosted endpoint of the results."""
-    from agentcompass.errors import UserError
+    from agentcompass.core.errors import UserError
 
     if name is None:
         groups = sorted({s.endpoint for s in setups if s.self_hosted})
@@ -134,7 +134,7 @@ def bill_flag(text: str, setups: list[Any]) -> tuple[str, str]:
 
 def pricing_of(args: argparse.Namespace, setups: list[Any], recorded: dict[str, Any] | None = None) -> Any:
     """What prices each self-hosted endpoint: the flags, else (when verifying) what the report recorded."""
-    from agentcompass.errors import UserError
+    from agentcompass.core.errors import UserError
     from agentcompass.report.bill import modal_bill, read_bill
     from agentcompass.report.build import Pricing
     from agentcompass.report.costs import EndpointPricing
@@ -183,7 +183,7 @@ def recorded_pricing(recorded: dict[str, Any], setups: list[Any]) -> Any:
 
 def modal_window(args: argparse.Namespace, setups: list[Any]) -> tuple[float, float, list[str], dict[str, str]]:
     """The endpoint's trials' time span, and its app names and tags from the flags or presets."""
-    from agentcompass.errors import UserError
+    from agentcompass.core.errors import UserError
     from agentcompass.report.bill import seconds
 
     trials = [t.result for s in setups for t in s.trials]
@@ -200,7 +200,7 @@ def modal_window(args: argparse.Namespace, setups: list[Any]) -> tuple[float, fl
 
 
 def verify(args: argparse.Namespace, setups: list[Any], out: Path) -> int:
-    from agentcompass.errors import UserError
+    from agentcompass.core.errors import UserError
     from agentcompass.report.verify import verify as check
 
     try:

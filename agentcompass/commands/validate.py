@@ -20,7 +20,7 @@ EXAMPLES = """examples:
 
 
 def register(subparsers: Any) -> None:
-    from agentcompass.cli import add_overlay_args, add_pacing_args, env_help, positive_int
+    from agentcompass.commands.args import add_overlay_args, add_pacing_args, env_help, positive_int
 
     parser = subparsers.add_parser("validate", help="check that the oracle passes and nop fails on every task",
                                    epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -38,11 +38,11 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
-    from agentcompass.cli import build_invocation, run_name_of
+    from agentcompass.commands.args import build_invocation, run_name_of
     from agentcompass.commands.evaluate import batch_overrides
-    from agentcompass.launch import prepare_all
-    from agentcompass.results import ResultsStore
-    from agentcompass.runner import execute
+    from agentcompass.core.launch import prepare_all
+    from agentcompass.core.results import ResultsStore
+    from agentcompass.core.runner import execute
 
     args.run_name = run_name_of(args, "validate-")
     # Prepare both runs before either starts, so bad input leaves nothing behind.
@@ -110,7 +110,7 @@ def first_message(results: list[Any]) -> str:
 
 def collect_problems(results: list[Any]) -> str:
     """What went wrong collecting the agent's work (Harbor's [[verifier.collect]] hooks, declared artifacts)."""
-    from agentcompass.formats.harbor_collect import hook_failures
+    from agentcompass.formats.harbor.collect import hook_failures
 
     for result in results:
         collected = (result.details or {}).get("collected") or {}

@@ -12,8 +12,8 @@ import secrets
 import sys
 from pathlib import Path
 
-from agentcompass.errors import UserError
-from agentcompass.live_viewers import register as register_viewer
+from agentcompass.core.errors import UserError
+from agentcompass.view.live import register as register_viewer
 
 DEFAULT_PORT = 8765
 

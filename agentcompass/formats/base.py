@@ -1,4 +1,5 @@
-"""The task-format contract and the task selection every format shares."""
+"""What every task format shares: its selection params, task selection, limits and instruction rendering.
+The contract itself (`TaskFormat`) is in agentcompass.core.contracts, re-exported here for formats."""
 
 from __future__ import annotations
 
@@ -6,17 +7,18 @@ import difflib
 import random
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
-from agentcompass.errors import UserError
-from agentcompass.schema import Recipe, Strict
-from agentcompass.task import AgentOutcome, Grade, Task
+from agentcompass.core.contracts import TaskFormat
+from agentcompass.core.errors import UserError
+from agentcompass.core.schema import Recipe, Strict
+from agentcompass.core.task import AgentOutcome, Task
 
 if TYPE_CHECKING:
-    from agentcompass.sandbox import Sandbox
-    from agentcompass.trial import TrialContext
+    from agentcompass.core.sandbox import Sandbox
+    from agentcompass.core.context import TrialContext
 
 
 class SelectionParams(Strict):
@@ -29,27 +31,6 @@ class SelectionParams(Strict):
     shuffle: bool = False
     seed: int = 0
     path: str | None = None  # a local copy of the dataset instead of the recipe's source
-
-
-class TaskFormat(Protocol):
-    Params: type[Strict]  # the benchmark params it accepts
-
-    def __init__(self, recipe: Recipe) -> None: ...
-
-    def load(self) -> list[Task]: ...
-
-    def stage(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
-        """Put the task's starting state into a freshly opened sandbox."""
-
-    def solve(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> AgentOutcome:
-        """Apply the reference solution (what the oracle harness does)."""
-
-    def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade: ...
-
-    # Optional, for grading in a new sandbox (SWE-bench's evaluation_mode fresh, Harbor's separate verifier):
-    # grading_spec(task, spec) -> SandboxSpec | None   the grading sandbox, None to grade where the agent worked
-    # collect(task, sandbox, trial, outcome) -> AgentOutcome   in the agent's sandbox before it closes
-    # stage_grading(task, sandbox, trial) -> None       put the starting state and the submission's inputs in place
 
 
 def select_tasks(tasks: list[Task], params: dict[str, Any], benchmark: str = "BENCHMARK") -> list[Task]:
@@ -137,3 +118,7 @@ def run_solution(task: Task, sandbox: "Sandbox", trial: "TrialContext", command:
     if result.timed_out:
         return AgentOutcome(exit_status="timeout")
     return AgentOutcome(exit_status="completed" if result.exit_code == 0 else f"exit {result.exit_code}")
+
+
+__all__ = ["SelectionParams", "TaskFormat", "recipe_limits", "render_instruction", "run_solution", "select_tasks",
+           "source_path", "unknown_id"]

@@ -15,10 +15,10 @@ import shlex
 import shutil
 from typing import TYPE_CHECKING, Any
 
-from agentcompass.errors import InfraError
+from agentcompass.core.errors import InfraError
 
 if TYPE_CHECKING:
-    from agentcompass.sandbox import Sandbox
+    from agentcompass.core.sandbox import Sandbox
 
 CLEAR_TIMEOUT_S = 120
 

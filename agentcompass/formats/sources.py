@@ -21,17 +21,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agentcompass.errors import UserError
+from agentcompass.core.errors import UserError
 from agentcompass.formats.base import source_path
-from agentcompass.schema import Recipe
+from agentcompass.core.paths import cache_root
+from agentcompass.core.schema import Recipe
 
 CLONE_TIMEOUT_S = 1800
 HUB_PROBE_TIMEOUT_S = 5.0
-
-
-def cache_root() -> Path:
-    configured = os.environ.get("AGENTCOMPASS_CACHE_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "agentcompass"
 
 
 def dataset_root(recipe: Recipe) -> Path:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from agentcompass.harnesses.installed import InstalledAgent, cli_model_name, json_events, status_verdict
-from agentcompass.models import request_fields
-from agentcompass.task import Usage
+from agentcompass.core.models import cli_model_name
+from agentcompass.harnesses.installed import InstalledAgent, json_events, status_verdict
+from agentcompass.core.models import request_fields
+from agentcompass.core.task import Usage
 
 if TYPE_CHECKING:
-    from agentcompass.schema import ModelConfig
+    from agentcompass.core.schema import ModelConfig
 
 STATUS = re.compile(r'"(?:api_)?error_status":\s*(\d{3})')
 

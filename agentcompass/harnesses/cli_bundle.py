@@ -19,8 +19,8 @@ from pathlib import Path
 
 import structlog
 
-from agentcompass.errors import UserError
-from agentcompass.formats.sources import cache_root
+from agentcompass.core.errors import UserError
+from agentcompass.core.paths import cache_root
 
 log = structlog.get_logger("agentcompass")
 BUNDLE = "agent.tar.gz"

@@ -15,12 +15,13 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from agentcompass.harnesses.installed import HOME_DIR, InstalledAgent, cli_model_name, json_events, status_verdict
-from agentcompass.models import request_fields
-from agentcompass.task import Usage
+from agentcompass.core.models import cli_model_name
+from agentcompass.harnesses.installed import HOME_DIR, InstalledAgent, json_events, status_verdict
+from agentcompass.core.models import request_fields
+from agentcompass.core.task import Usage
 
 if TYPE_CHECKING:
-    from agentcompass.schema import ModelConfig
+    from agentcompass.core.schema import ModelConfig
 
 PROVIDER = "agentcompass"
 KEY_ENV = "AGENTCOMPASS_API_KEY"

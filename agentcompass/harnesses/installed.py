@@ -30,17 +30,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from agentcompass.errors import AgentError, InfraError
+from agentcompass.core.errors import AgentError, InfraError
 from agentcompass.harnesses.cli_bundle import BUNDLE, INSTALL_TIMEOUT_S, bundle
-from agentcompass.models import NO_KEY, api_key
-from agentcompass.schema import Strict
-from agentcompass.task import AgentOutcome, Task, Usage
+from agentcompass.core.models import NO_KEY, api_key
+from agentcompass.core.schema import Strict
+from agentcompass.core.task import AgentOutcome, Task, Usage
 
 if TYPE_CHECKING:
-    from agentcompass.formats.base import TaskFormat
-    from agentcompass.sandbox import Sandbox
-    from agentcompass.schema import ModelConfig
-    from agentcompass.trial import TrialContext
+    from agentcompass.core.contracts import TaskFormat
+    from agentcompass.core.sandbox import Sandbox
+    from agentcompass.core.schema import ModelConfig
+    from agentcompass.core.context import TrialContext
 
 AGENT_DIR = "/tmp/agentcompass-agent"  # the CLI, its HOME, config and env file; removed after the run
 HOME_DIR = f"{AGENT_DIR}/home"
@@ -65,12 +65,6 @@ def direct_endpoint(model: "ModelConfig") -> DirectEndpoint:
     base = (model.base_url or DEFAULT_URLS.get(model.api, DEFAULT_URLS["openai"])).rstrip("/")
     anthropic = base[: -len("/v1")] if base.endswith("/v1") else base
     return DirectEndpoint(openai_base_url=base, anthropic_base_url=anthropic, api_key=api_key(model) or NO_KEY)
-
-
-def cli_model_name(model: "ModelConfig") -> str:
-    """The model id the endpoint knows: the preset's name without litellm's provider prefix."""
-    prefix, _, rest = model.name.partition("/")
-    return rest if rest and prefix in ("openai", "anthropic", model.api) else model.name
 
 
 def scrub(text: str, secret: str | None) -> str:
@@ -247,7 +241,7 @@ def last_output(stdout: str, stderr: str) -> str:
 def priced(reported: Usage, model: "ModelConfig") -> Usage:
     """Without the gateway (the CLI called the endpoint itself): the CLI's own token counts x the model's price,
     as the gateway prices its calls; the CLI's own cost figure (read_usage's cli_cost_usd) stays beside it."""
-    from agentcompass.models import tokens_price
+    from agentcompass.core.models import tokens_price
 
     usage = reported.model_copy()
     pricing = model.pricing

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentcompass.schema import Strict
-from agentcompass.task import AgentOutcome, Task
+from agentcompass.core.schema import Strict
+from agentcompass.core.task import AgentOutcome, Task
 
 if TYPE_CHECKING:
-    from agentcompass.formats.base import TaskFormat
-    from agentcompass.sandbox import Sandbox
-    from agentcompass.schema import ModelConfig
-    from agentcompass.trial import TrialContext
+    from agentcompass.core.contracts import TaskFormat
+    from agentcompass.core.sandbox import Sandbox
+    from agentcompass.core.schema import ModelConfig
+    from agentcompass.core.context import TrialContext
 
 
 class NopHarness:

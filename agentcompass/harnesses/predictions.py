@@ -12,15 +12,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentcompass.errors import AgentError, UserError
-from agentcompass.schema import Strict
-from agentcompass.task import AgentOutcome, Task
+from agentcompass.core.errors import AgentError, UserError
+from agentcompass.core.schema import Strict
+from agentcompass.core.task import AgentOutcome, Task
 
 if TYPE_CHECKING:
-    from agentcompass.formats.base import TaskFormat
-    from agentcompass.sandbox import Sandbox
-    from agentcompass.schema import ModelConfig
-    from agentcompass.trial import TrialContext
+    from agentcompass.core.contracts import TaskFormat
+    from agentcompass.core.sandbox import Sandbox
+    from agentcompass.core.schema import ModelConfig
+    from agentcompass.core.context import TrialContext
 
 
 def read_predictions(path: Path) -> dict[str, dict[str, Any]]:

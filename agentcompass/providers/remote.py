@@ -14,8 +14,8 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable
 
-from agentcompass.errors import InfraError, SandboxLost
-from agentcompass.sandbox import SandboxSpec
+from agentcompass.core.errors import InfraError, SandboxLost
+from agentcompass.core.sandbox import SandboxSpec
 
 EXEC_MARK = "AGENTCOMPASS_EXEC"  # env var that tags every process of one exec, so a timeout can find them all
 # Run in the container on timeout: find every process carrying the exec's mark, stop them all at once
@@ -35,6 +35,12 @@ SUSPECT_EXIT_CODES = range(125, 138)
 NOT_FOUND_EXIT = 127  # an agent's everyday "command not found": checked once, never waited on
 SETTLE_S = 1.0  # an engine may record a command's death this long before its sandbox's
 OWNER_LABEL = "agentcompass.owner"  # who opened a sandbox: host/pid/process start/provider instance
+
+
+MISSING_EXIT = 44  # the download script's exit code for a path that does not exist
+# A download as tar over exec (modal, gcp): $1 tarred from its parent directory, so the archive's top
+# entry is its basename.
+DOWNLOAD_SCRIPT = f'test -e "$1" || exit {MISSING_EXIT}; cd "$(dirname "$1")" && exec tar -cf - "$(basename "$1")"'
 
 
 class RemoteSandbox:

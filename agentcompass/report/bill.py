@@ -11,7 +11,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Iterable
 
-from agentcompass.errors import UserError
+from agentcompass.core.errors import UserError
 from agentcompass.report.split import Bucket
 
 HOUR_S = 3600.0
@@ -102,7 +102,7 @@ def modal_bill(start: float, end: float, app_names: list[str], tags: dict[str, s
     (`partial`) and on stderr rather than counted as $0."""
     import sys
 
-    from agentcompass.providers.modal import CREDENTIALS_HINT, import_modal, modal_credentials
+    from agentcompass.providers.modal.provider import CREDENTIALS_HINT, import_modal, modal_credentials
 
     credentials = modal_credentials(token_id, token_secret)
     if credentials is None:

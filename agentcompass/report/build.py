@@ -17,8 +17,8 @@ from agentcompass.report.stats import METHOD, analyse
 from agentcompass.report.tables import (PAIR_COLUMNS, SETUP_COLUMNS, TASK_COLUMNS, TRIAL_COLUMNS, add_setup_figures,
                                         cost_outside, difficulty_rows, money, pair_rows, setup_rows, task_rows,
                                         task_tallies, trial_rows)
-from agentcompass.results import now_iso, write_atomic
-from agentcompass.scoring import incomplete_note
+from agentcompass.core.results import now_iso, write_atomic
+from agentcompass.core.scoring import incomplete_note
 
 CSV_FILES = ("summary.csv", "per_trial.csv", "per_task.csv", "task_difficulty.csv", "paired_differences.csv")
 
@@ -166,7 +166,7 @@ def headline(billing_info: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def write(report: dict[str, Any], out: Path) -> Path | None:
     """Every file of the report; the page only with plotly (the `report` extra): None without it."""
-    from agentcompass.registry import installed
+    from agentcompass.core.registry import installed
 
     for name, text in file_texts(report).items():
         write_atomic(out / name, text)
@@ -174,7 +174,7 @@ def write(report: dict[str, Any], out: Path) -> Path | None:
         return None
     from agentcompass.report.page import render
 
-    from agentcompass.live_viewers import link_to
+    from agentcompass.view.live import link_to
 
     viewer = {row["setup"]: url for row, path in zip(report["setups"], report["inputs"]) if (url := link_to(Path(path)))}
     write_atomic(out / "report.html", render(report, viewer))

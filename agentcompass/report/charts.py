@@ -18,7 +18,7 @@ FONT = {"family": "system-ui, sans-serif", "size": 13}
 
 
 def import_plotly() -> Any:
-    from agentcompass.errors import UserError
+    from agentcompass.core.errors import UserError
 
     try:
         import plotly.graph_objects as go

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Hashable
 
-from agentcompass.errors import UserError
+from agentcompass.core.errors import UserError
 from agentcompass.report.bill import seconds
 from agentcompass.report.coverage import Covered, cover, window
 from agentcompass.report.load import Setup, Trial, Try, Unrecorded

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentcompass.calls import CALLS_FILE
-from agentcompass.errors import UserError
+from agentcompass.core.calls import CALLS_FILE
+from agentcompass.core.errors import UserError
 from agentcompass.report.bill import seconds
-from agentcompass.results import AbandonedTry, TrialResult, read_abandoned, read_jsonl, read_trials, unfinished_tail
-from agentcompass.runlock import holder_of
-from agentcompass.scoring import Rule, rule_for
-from agentcompass.task import Usage
+from agentcompass.core.results import AbandonedTry, TrialResult, read_abandoned, read_jsonl, read_trials, unfinished_tail
+from agentcompass.core.runlock import holder_of
+from agentcompass.core.scoring import Rule, rule_for
+from agentcompass.core.task import Usage
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentcompass.report.build import Pricing, build
 from agentcompass.report.load import Setup, load_setup
-from agentcompass.results import write_json
+from agentcompass.core.results import write_json
 
 
 def self_hosted(run_dir: Path) -> bool:

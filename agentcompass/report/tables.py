@@ -9,7 +9,7 @@ from agentcompass.report.costs import Costs
 from agentcompass.report.load import Setup, Trial
 from agentcompass.report.split import MICRO
 from agentcompass.report.stats import TaskTally
-from agentcompass.scoring import summarize, verdict
+from agentcompass.core.scoring import summarize, verdict
 
 SETUP_COLUMNS = [
     "setup", "label", "benchmark", "harness", "model", "reasoning", "env", "status", "k", "tasks", "attempts",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentcompass.runlock import holder_of
+from agentcompass.core.runlock import holder_of
 
 MAX_DEPTH = 3  # results/<run_name>/<combination>/run.json
 

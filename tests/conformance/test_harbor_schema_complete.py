@@ -22,9 +22,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from sidevenv import side_venv  # noqa: E402
 
-from agentcompass.formats import harbor as harbor_format  # noqa: E402
-from agentcompass.formats.harbor_fields import handling  # noqa: E402
-from agentcompass.formats.harbor_schema import CollectHook, TaskConfig  # noqa: E402
+from agentcompass.formats.harbor.fields import handling  # noqa: E402
+from agentcompass.formats.harbor.schema import CollectHook, TaskConfig  # noqa: E402
+from agentcompass.formats.harbor.task import DEFAULT_AGENT_TIMEOUT, DEFAULT_VERIFY_TIMEOUT  # noqa: E402
 
 
 def load_script():
@@ -63,8 +63,8 @@ def test_every_harbor_field_says_how_it_is_treated(harbor_fields):
 
 def test_defaults_that_change_a_trial_are_harbors(harbor_fields):
     """What an omitted field means: no agent timeout, a 600 s verifier, a collect hook's service and timeout."""
-    assert harbor_fields["agent.timeout_sec"]["default"] == "null" and harbor_format.DEFAULT_AGENT_TIMEOUT is None
-    assert float(harbor_fields["verifier.timeout_sec"]["default"]) == harbor_format.DEFAULT_VERIFY_TIMEOUT
+    assert harbor_fields["agent.timeout_sec"]["default"] == "null" and DEFAULT_AGENT_TIMEOUT is None
+    assert float(harbor_fields["verifier.timeout_sec"]["default"]) == DEFAULT_VERIFY_TIMEOUT
     hook = CollectHook(command="true")
     assert harbor_fields["verifier.collect[].service"]["default"] == hook.service
     assert float(harbor_fields["verifier.collect[].timeout_sec"]["default"]) == hook.timeout_sec

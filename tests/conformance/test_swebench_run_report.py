@@ -10,8 +10,8 @@ import pytest
 
 from conformance.conftest import anchor_python, check_divergences, run_driver
 
-from agentcompass.formats.swebench_report import run_report
-from agentcompass.results import TrialResult
+from agentcompass.formats.swebench.report import run_report
+from agentcompass.core.results import TrialResult
 
 STAMP = "2026-12-01T00:00:00+00:00"
 PATCH = "diff --git a/x b/x\n"

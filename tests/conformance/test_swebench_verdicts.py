@@ -13,9 +13,9 @@ import pytest
 from conformance.conftest import anchor_python, check_divergences, run_driver
 from conformance.swebench_corpus import cases
 
-from agentcompass.errors import UserError
-from agentcompass.formats.swebench import eval_report, test_spec as our_test_spec
-from agentcompass.formats.swebench_data import instance_for_test_spec, normalize_row
+from agentcompass.core.errors import UserError
+from agentcompass.formats.swebench.grading import eval_report, test_spec as our_test_spec
+from agentcompass.formats.swebench.data import instance_for_test_spec, normalize_row
 
 
 @pytest.fixture(scope="module")

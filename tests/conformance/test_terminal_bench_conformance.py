@@ -5,15 +5,19 @@ factory and _is_resolved; and solution.yaml files through its TerminalCommand mo
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
+import json
+import os
+import subprocess
 
 from conformance.conftest import anchor_python, check_divergences, run_driver
+from conftest import DATA, run_cli
 
-from agentcompass.formats.terminal_bench import grade_tests, last_rows, solution_keystrokes
-from agentcompass.formats.terminal_bench_parsers import PASSING, ParseError, parse_test_output
+from agentcompass.formats.terminal_bench.format import grade_tests, last_rows, solution_keystrokes
+from agentcompass.formats.terminal_bench.parsers import PASSING, ParseError, parse_test_output
 
 ANCHOR = "terminal-bench 0.2.18"
-CAPTURES = Path(__file__).resolve().parent.parent / "data" / "terminal_bench_parsers" / "outputs"
+CAPTURES = DATA / "terminal_bench_parsers" / "outputs"
+REGISTRY = DATA / "terminal_bench_registry" / "registry.json"
 SUMMARY = "=========================== short test summary info ============================"
 
 
@@ -94,4 +98,40 @@ def test_solution_yaml_read_as_terminal_command(tmp_path, tally, allowed):
         else:
             same += 1
     tally.record(ANCHOR, "solution.yaml files read", same, len(paths))
+    check_divergences(found, allowed)
+
+
+def test_the_registry_subset_selects_the_tasks_the_official_client_keeps(tmp_path, tally, allowed):
+    """terminal-bench-core 0.1.1's registry row (tests/data/terminal_bench_registry), pointed at a local repository
+    of its shape: `tb datasets download` (RegistryClient: clone, reset to the commit, prune to task_id_subset) vs
+    the task ids `agentcompass list tasks terminal_bench` loads from the same commit."""
+    repo = tmp_path / "terminal-bench"
+    names = ["hello-world", "crack-7z-hash.easy", "crack-7z-hash", "path-tracing-reverse", "hello-world-2", "other"]
+    for name in names:
+        (repo / "tasks" / name).mkdir(parents=True)
+        (repo / "tasks" / name / "task.yaml").write_text("instruction: x\ndifficulty: easy\n")
+        (repo / "tasks" / name / "Dockerfile").write_text("FROM x\n")
+    branch = "dataset/terminal-bench-core/v0.1.x"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", branch], cwd=repo, check=True)
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "tasks"], cwd=repo, check=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+    [row] = json.loads(REGISTRY.read_text())
+    (tmp_path / "registry.json").write_text(json.dumps([{**row, "github_url": str(repo), "commit_hash": commit}]))
+    python = anchor_python(ANCHOR)
+    done = subprocess.run([str(python.parent / "tb"), "datasets", "download", "-d", "terminal-bench-core==0.1.1",
+                           "--local-registry-path", str(tmp_path / "registry.json"), "--output-dir", str(tmp_path / "official")],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": ""})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    official = sorted(path.name for path in (tmp_path / "official").iterdir())
+    overlay = tmp_path / "source.yaml"
+    overlay.write_text(f"benchmark:\n  source: {{git: 'file://{repo}', ref: {commit}, subdir: tasks}}\n")
+    ours = run_cli("list", "tasks", "terminal_bench", "--config", str(overlay), "--json",
+                   env={"AGENTCOMPASS_CACHE_DIR": str(tmp_path / "cache")})
+    assert ours.returncode == 0, ours.stderr
+    mine = sorted(json.loads(ours.stdout)["ids"])
+    assert official == ["crack-7z-hash", "crack-7z-hash.easy", "hello-world", "path-tracing-reverse"]
+    found = {"terminal-bench/registry-subset": [] if official == mine else [f"official {official}, ours {mine}"]}
+    tally.record(ANCHOR, "registry task selections", int(official == mine), 1)
     check_divergences(found, allowed)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentcompass.errors import AgentError
+from agentcompass.core.errors import AgentError
 
 
 class CrashAfterSolving:

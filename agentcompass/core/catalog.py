@@ -1,0 +1,114 @@
+"""The config folders and what they offer: names, files and descriptions, read without Hydra.
+
+Only the standard library is imported here, so `--help` and `list` stay fast.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from agentcompass.core.errors import UserError
+from agentcompass.core.registry import closest
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the agentcompass package
+
+# config key -> (folder name in a config root, Hydra group@package, noun used in messages)
+GROUPS: dict[str, tuple[str, str]] = {
+    "benchmark": ("recipes", "recipes@benchmark"),
+    "harness": ("harnesses", "harnesses@harness"),
+    "model": ("models", "models@model"),
+    "env": ("providers", "providers@env"),
+}
+PLURALS = {"benchmarks": "benchmark", "harnesses": "harness", "models": "model", "envs": "env"}
+PLURAL_OF = {key: plural for plural, key in PLURALS.items()}
+
+
+def shipped_root() -> Path:
+    """The YAML folders: bundled inside the wheel, or the repository root in a checkout."""
+    bundled = PACKAGE_DIR / "_config"
+    return bundled if bundled.is_dir() else PACKAGE_DIR.parent
+
+
+def search_roots(config_dirs: list[Path]) -> list[Path]:
+    """Config roots, first match wins: later --config-dir first, then AGENTCOMPASS_CONFIG_PATH."""
+    env_dirs = [Path(p) for p in os.environ.get("AGENTCOMPASS_CONFIG_PATH", "").split(os.pathsep) if p]
+    for d in [*config_dirs, *env_dirs]:
+        if not d.is_dir():
+            raise UserError(f"config dir '{d}' does not exist; pass an existing directory with --config-dir or AGENTCOMPASS_CONFIG_PATH")
+    root = shipped_root()
+    return [*(d.resolve() for d in reversed(config_dirs)), *(d.resolve() for d in env_dirs), root / "conf", root]
+
+
+def group_entries(key: str, roots: list[Path]) -> dict[str, Path]:
+    """Every option of a group, name -> file, the first root that has a name winning."""
+    folder = GROUPS[key][0]
+    found: dict[str, Path] = {}
+    for root in roots:
+        for path in sorted((root / folder).glob("*.yaml")):
+            found.setdefault(path.stem, path)
+    return found
+
+
+def describe(path: Path, roots: list[Path] | None = None) -> str:
+    """The `description:` line of a YAML file, read without a YAML parser (fast `list`). A recipe without
+    one that extends another (`defaults: [parent, _self_]`) has what it inherits: the last in merge order."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for line in text.splitlines():
+        if line.startswith("description:"):
+            return line.partition(":")[2].strip().strip("'\"")
+    if roots is not None and path.parent.name == GROUPS["benchmark"][0] and "defaults" in text:
+        inherited = [data["description"] for _, data in recipe_chain(path.stem, roots)
+                     if isinstance(data.get("description"), str)]
+        return inherited[-1] if inherited else ""
+    return ""
+
+
+def check_choice(key: str, name: str, roots: list[Path]) -> None:
+    options = group_entries(key, roots)
+    if name not in options:
+        choices = sorted(options)
+        raise UserError(
+            f"unknown {key} '{name}'; available {PLURAL_OF[key]}: {', '.join(choices)}{closest(name, choices)}; "
+            f"see `agentcompass list {PLURAL_OF[key]}`"
+        )
+
+
+def known_envs() -> list[str]:
+    """The envs `--help` offers: the shipped providers plus AGENTCOMPASS_CONFIG_PATH's (never one that has no YAML)."""
+    try:
+        roots = search_roots([])
+    except UserError:
+        roots = [shipped_root()]
+    names = sorted(group_entries("env", roots))
+    return ["local", *(n for n in names if n != "local")] if "local" in names else names
+
+
+def recipe_chain(name: str, roots: list[Path], seen: frozenset[str] = frozenset()) -> list[tuple[Path, dict[str, Any]]]:
+    """A recipe's YAML files in Hydra's merge order (its defaults list, `_self_` last unless placed),
+    each with its plain data: what each file says, without composing."""
+    import yaml
+
+    path = group_entries("benchmark", roots).get(name)
+    if path is None or name in seen:
+        return []
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return []
+    if not isinstance(data, dict):
+        return []
+    defaults = [d for d in data.get("defaults") or [] if isinstance(d, str)]
+    if "_self_" not in defaults:
+        defaults.append("_self_")
+    chain: list[tuple[Path, dict[str, Any]]] = []
+    for entry in defaults:
+        chain += [(path, data)] if entry == "_self_" else recipe_chain(entry, roots, seen | {name})
+    return chain
+
+
+def recipe_format(name: str, roots: list[Path]) -> str | None:
+    """A recipe's `format:`, the last file of its chain that sets one winning."""
+    formats = [data["format"] for _, data in recipe_chain(name, roots) if isinstance(data.get("format"), str)]
+    return str(formats[-1]) if formats else None

@@ -1,0 +1,157 @@
+"""Schemas for each config group; a typo in any YAML key fails naming the file and the key."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# Timeouts, sizes and limits in settings: zero or a negative number is a typo, caught before the run.
+Positive = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class Timeouts(Strict):
+    agent: float | None = Field(None, gt=0)
+    verify: float | None = Field(None, gt=0)
+    build: float | None = Field(None, gt=0)
+
+
+class Resources(Strict):
+    cpus: float | None = Field(None, gt=0)
+    memory_mb: int | None = Field(None, gt=0)
+
+
+class Recipe(Strict):
+    name: str
+    description: str = ""
+    format: str
+    source: dict[str, Any] = Field(default_factory=dict)
+    image: str | None = None  # template, e.g. "swebench/sweb.eval.x86_64.{instance_id_1776}:latest"
+    workdir: str | None = None
+    instruction_template: str | None = None
+    runs_on_host: bool = False  # tasks need only host tools: the local provider may run them
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    resources: Resources = Field(default_factory=Resources)
+    allow_internet: bool | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    build_args: dict[str, str] = Field(default_factory=dict)  # ARGs of the tasks' Dockerfiles, e.g. BASE_IMAGE
+    params: dict[str, Any] = Field(default_factory=dict)
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per provider name
+    harness_defaults: dict[str, dict[str, Any]] = Field(default_factory=dict)  # harness name -> its settings here
+    base_dir: str | None = None  # where the recipe file lives: relative source paths start here
+    # How errors count in the rates, as the benchmark's official harness counts them (agentcompass.core.scoring.RULES).
+    scoring: Literal["errors_fail", "every_attempt", "valid_reward"] = "errors_fail"
+
+
+class Pricing(Strict):
+    # How the report bills the model: by the hour of its own endpoint (split by concurrency) or per
+    # token. Unset: self_hosted when hourly_usd is given, else per_token (never guessed from base_url).
+    billing: Literal["self_hosted", "per_token"] | None = None
+    input_per_mtok: float | None = None
+    output_per_mtok: float | None = None
+    cached_per_mtok: float | None = None  # cache reads; default: the input price
+    cache_write_per_mtok: float | None = None  # cache writes (Anthropic's cache_creation_input_tokens); default: input
+    hourly_usd: float | None = None  # self-hosted endpoints are priced by the hour
+    modal_app: str | None = None  # `agentcompass report --bill modal`: the endpoint's Modal app
+    modal_tags: dict[str, str] = Field(default_factory=dict)  # ... or the tags its billing rows carry
+
+
+class ModelConfig(Strict):
+    name: str
+    description: str = ""
+    api: str = "openai"  # protocol spoken by the endpoint
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    api_key_env: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    reasoning: str | None = None  # a tier name: a key of reasoning_map, else sent as reasoning_effort
+    reasoning_map: dict[str, dict[str, Any]] = Field(default_factory=dict)  # tier -> request fields
+    pricing: Pricing | None = None
+    connect_timeout_s: float = Field(10.0, gt=0)  # a call that cannot connect within this fails (then retried)
+    request_timeout_s: float = Field(600.0, gt=0)  # a whole request, generation included (litellm's default)
+
+    @field_validator("name", "base_url")
+    @classmethod
+    def _is_set(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value == "???":  # OmegaConf's mark for a value the preset leaves to the user
+            raise ValueError(f"model.{info.field_name} is not set; pass model.{info.field_name}=VALUE"
+                             + (" or --model-base-url URL" if info.field_name == "base_url" else ""))
+        return value
+
+    @field_validator("reasoning_map")
+    @classmethod
+    def _tier_is_known(cls, value: dict[str, dict[str, Any]], info: ValidationInfo) -> dict[str, dict[str, Any]]:
+        # Checked on the map (validated after `reasoning`) so the error echoes the map, never the API key.
+        tier = info.data.get("reasoning")
+        if tier is not None and value and tier not in value:
+            raise ValueError(f"model.reasoning '{tier}' is not one of this model's tiers ({', '.join(value)}); "
+                             f"pass model.reasoning=TIER")
+        return value
+
+
+class HarnessConfig(BaseModel):
+    """Common harness keys; the rest are the harness's own settings, checked by its class."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    description: str = ""
+    impl: str | None = None
+    needs_model: bool = False
+
+
+class EnvConfig(BaseModel):
+    """Common provider keys; the rest are the provider's own settings, checked by its class."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    description: str = ""
+    impl: str | None = None
+
+
+class GatewaySettings(Strict):
+    """The run's model gateway (agentcompass.gateway.server), for harnesses that send their model calls through it."""
+
+    host: str | None = None  # address it listens on; default 127.0.0.1 on local, 0.0.0.0 elsewhere (docker bridges)
+    port: int = Field(0, ge=0, le=65535)  # 0: any free port
+    public_url: str | None = None  # how sandboxes reach it when they cannot on their own (modal, gcp, a remote engine)
+
+
+class RunConfig(Strict):
+    k: int = Field(1, ge=1)
+    task_concurrency: int = Field(4, ge=1)
+    max_retries: int = Field(2, ge=0)
+    retry_backoff_s: float = Field(2.0, ge=0)
+    results_dir: str = "results"
+    run_name: str | None = None
+    keep_environment: bool = False
+    retry_errors: bool = False  # on resume, rerun the attempts recorded as errors
+    new_run: bool = False  # settings differ from the run's: start `<run_name>-N` beside it instead of refusing
+    # None: the recipe's scoring rule; true: every error is a failed attempt; false: no error is a verdict
+    count_errors_as_failures: bool | None = None
+    model_check: bool = True  # one 1-token request before the first trial (--no-model-check skips it)
+    provider_limit: int | None = Field(None, ge=1)  # sandboxes of the env open at once; default: the provider's
+    env_open_qps: float | None = Field(None, gt=0)  # sandbox creations a second; default: the provider's
+    sweep_parallel: bool = False  # a -m sweep runs every job at once in one pool (--sweep-parallel)
+    processes: int | None = Field(None, ge=1)  # worker processes for the trials; None: one per core past 128 at once
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+
+
+class ResolvedConfig(Strict):
+    """One fully composed, validated run: what run.json records (secrets redacted)."""
+
+    benchmark: Recipe
+    harness: HarnessConfig
+    model: ModelConfig
+    env: EnvConfig
+    run: RunConfig
+    labels: dict[str, str] = Field(default_factory=dict)  # names used for the run directory
+
+    def settings_of(self, block: BaseModel) -> dict[str, Any]:
+        """The implementation-specific keys of a harness or env block."""
+        return dict(block.model_extra or {})

@@ -1,0 +1,325 @@
+"""One model gateway per run, for harnesses whose agent makes its own model calls (installed CLIs).
+
+A harness that declares `uses_gateway = True` finds a `Gateway` in its TrialContext; it asks for
+an endpoint per trial and hands the agent that endpoint's base URLs and per-trial token, never the
+upstream key. The gateway (a Starlette app under uvicorn, in a background thread of the run) then
+(a) sets the preset's upstream model and reasoning tier on every request, whatever the client sent;
+(b) meters every call from the upstream's usage into the trial's model_calls.jsonl and totals;
+(c) holds the real key. Upstream 5xx and unreachable endpoints reach the client as 5xx and are
+counted (`errors_5xx`), so the harness can call an outage infra; a 401 passes through.
+
+Reachability: a local sandbox reaches it on 127.0.0.1; a docker container through its network's
+gateway address (a task without internet is moved from `none` onto the run's internal network,
+which reaches this host but nothing beyond it); other sandboxes through `run.gateway.public_url`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from agentcompass.core.calls import CALLS_FILE
+from agentcompass.core.errors import InfraError, UserError
+from agentcompass.gateway.app import Upstream, build_app, cleared_fields
+
+if TYPE_CHECKING:
+    from agentcompass.core.models import Meter
+    from agentcompass.core.sandbox import Sandbox
+    from agentcompass.core.schema import GatewaySettings, ModelConfig, ResolvedConfig
+    from agentcompass.core.task import Task
+    from agentcompass.core.context import TrialContext
+
+log = structlog.get_logger("agentcompass")
+DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+REACHES_HOST = ("local", "docker")  # providers whose sandboxes reach this machine without a public URL
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class GatewayEndpoint:
+    """What one trial's agent is given: base URLs and a token that only this gateway accepts."""
+
+    openai_base_url: str  # e.g. http://HOST:PORT/t/TOKEN/v1 (OpenAI clients append /chat/completions)
+    anthropic_base_url: str  # e.g. http://HOST:PORT/t/TOKEN (Anthropic clients append /v1/messages)
+    api_key: str = field(repr=False)  # the per-trial token (also accepted as Bearer / x-api-key), never the upstream key
+    meter: "TrialMeter" = field(repr=False, compare=False)
+
+    def usage(self) -> dict[str, Any]:
+        """This trial's calls so far: tokens_in, tokens_out, tokens_cached, tokens_cache_write, calls (answered 2xx),
+        generation_s, errors_5xx; and errors (every failed call), cost_usd, cost_known."""
+        return self.meter.totals()
+
+
+class TrialMeter:
+    """One trial's calls through the gateway, written to its model_calls.jsonl as they end."""
+
+    def __init__(self, meter: "Meter") -> None:
+        self.meter = meter
+        self.errors_5xx = 0
+        self._lock = threading.Lock()  # totals are read from the harness's thread while calls end
+
+    def record(self, seconds: float, status: int, tokens: tuple[int, int, int, int] | None) -> None:
+        ok = 200 <= status < 300
+        with self._lock:
+            self.meter.waited(seconds, failed=not ok)
+            if ok:
+                tokens_in, tokens_out, cached, written = tokens or (0, 0, 0, 0)
+                self.meter.count(tokens_in, tokens_out, cached, cache_write=written)
+                return
+            self.meter.failed()
+            self.errors_5xx += status >= 500
+
+    def totals(self) -> dict[str, Any]:
+        with self._lock:
+            usage = self.meter.usage
+            return {"tokens_in": usage.tokens_in, "tokens_out": usage.tokens_out, "tokens_cached": usage.tokens_cached,
+                    "tokens_cache_write": usage.tokens_cache_write,
+                    "calls": usage.model_calls, "generation_s": round(usage.generation_s, 6),
+                    "errors_5xx": self.errors_5xx, "errors": usage.model_errors, "cost_usd": usage.cost_usd,
+                    "cost_known": usage.cost_known}
+
+
+def upstream_of(model: "ModelConfig") -> Upstream:
+    """The endpoint a preset names, as the gateway forwards to it; UserError when it cannot."""
+    from agentcompass.core.models import api_key, litellm_name, request_fields
+
+    routed = litellm_name(model)
+    prefix, _, name = routed.partition("/")
+    shape = prefix if prefix in DEFAULT_BASE_URL else model.api if model.base_url else None
+    if shape not in DEFAULT_BASE_URL:
+        raise UserError(f"the model gateway forwards to OpenAI- or Anthropic-compatible endpoints; model "
+                        f"'{model.name}' is routed to '{prefix}'; set model.api (openai | anthropic) and --model-base-url")
+    if shape == "anthropic" and model.reasoning and not model.reasoning_map:
+        raise UserError(f"model '{model.name}' has tier '{model.reasoning}' but no reasoning_map, and the Anthropic API "
+                        "has no reasoning_effort to send it as; give the preset a reasoning_map (see claude-sonnet-4-5)")
+    base = (model.base_url or DEFAULT_BASE_URL[shape]).rstrip("/")
+    if shape == "anthropic":  # the root: clients and litellm name it with or without /v1(/messages)
+        base = base.removesuffix("/messages").removesuffix("/v1")
+    tier = request_fields(model)
+    return Upstream(shape, base, name, api_key(model), tier, cleared_fields(model.reasoning_map, tier),
+                    model.connect_timeout_s, model.request_timeout_s)
+
+
+def check_gateway(resolved: "ResolvedConfig", tasks: list["Task"], provider: Any) -> None:
+    """Before the run: the model can be forwarded to and every sandbox of this env can reach the gateway."""
+    upstream_of(resolved.model)
+    env = resolved.env.impl or resolved.env.name
+    if env == "local" and getattr(provider, "isolation", None) == "bwrap":  # no URL reaches a sandbox without a network
+        offline = [t.id for t in tasks if not t.allow_internet]
+        if offline:
+            raise UserError(local_offline_refusal(offline[0]))
+    public_url = resolved.run.gateway.public_url
+    if public_url:
+        if not public_url.startswith(("http://", "https://")):
+            raise UserError(f"run.gateway.public_url {public_url!r} is not an http(s) URL; pass the URL that "
+                            "forwards to the gateway's port (run.gateway.port), e.g. https://my-tunnel.example")
+        return
+    fix = ("set run.gateway.public_url to a URL that reaches this machine's run.gateway.port (a tunnel), "
+           "or run with --env docker or --env local")
+    if env not in REACHES_HOST:
+        raise UserError(f"harness '{resolved.harness.name}' sends its model calls through agentcompass's gateway on "
+                        f"this machine, which a sandbox of env '{env}' cannot reach; {fix}")
+    if env == "docker":
+        from agentcompass.providers.docker.provider import docker_host
+
+        if not docker_host().startswith("unix://"):
+            raise UserError(f"the Docker engine at {docker_host()} runs on another machine, whose containers cannot "
+                            f"reach the model gateway here; {fix}")
+
+
+def network_gateway(endpoint: dict[str, Any], network: Callable[[], dict[str, Any]]) -> str | None:
+    """This host's IPv4 address on a container's network: the container's own endpoint says it (`Gateway`),
+    on every engine; the network's IPAM lists it only where it was given (Debian's docker.io 20.10 lists
+    none on the default bridge, nor on a network made with `--subnet` alone), so it is the fallback."""
+    if "." in (endpoint.get("Gateway") or ""):
+        return str(endpoint["Gateway"])
+    config = network().get("IPAM", {}).get("Config") or []
+    return next((str(c["Gateway"]) for c in config if "." in (c.get("Gateway") or "")), None)
+
+
+def local_offline_refusal(task_id: str) -> str:
+    return (f"task '{task_id}' has no internet, and on env local (bwrap) that leaves it no network at all, not even "
+            "the model gateway; run it with --env docker (a network that reaches only this host) or "
+            "--env-params '{\"isolation\": \"none\"}'")
+
+
+def bind_host(resolved: "ResolvedConfig") -> str:
+    if resolved.run.gateway.host:
+        return resolved.run.gateway.host
+    return "127.0.0.1" if (resolved.env.impl or resolved.env.name) == "local" else "0.0.0.0"
+
+
+class Gateway:
+    """The run's gateway: started before the first trial, stopped when the run ends (Ctrl-C included)."""
+
+    def __init__(self, model: "ModelConfig", run_name: str, settings: "GatewaySettings", host: str = "127.0.0.1") -> None:
+        self.model = model
+        self.run_name = run_name
+        self.settings = settings
+        self.host = host
+        self.upstream = upstream_of(model)
+        self.port = 0
+        self._trials: dict[str, TrialMeter] = {}
+        self._lock = threading.Lock()
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self._networks: list[tuple[Any, str]] = []  # docker networks it created: (engine API, name)
+
+    @classmethod
+    def for_run(cls, resolved: "ResolvedConfig") -> "Gateway":
+        return cls(resolved.model, str(resolved.run.run_name), resolved.run.gateway, bind_host(resolved))
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> "Gateway":
+        import uvicorn
+
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.settings.port))
+        except OSError as exc:
+            sock.close()
+            raise UserError(f"the model gateway cannot listen on {self.host}:{self.settings.port} ({exc.strerror}); "
+                            "choose another with run.gateway.host / run.gateway.port (0: any free port)") from None
+        sock.listen(128)
+        self.port = sock.getsockname()[1]
+        self._socket = sock  # uvicorn serves on this very socket: closed once it has stopped
+        config = uvicorn.Config(build_app(self.upstream, self.trial), log_config=None, access_log=False,
+                                log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, name="model-gateway",
+                                        daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise InfraError(f"the model gateway did not start on {self.host}:{self.port}")
+            time.sleep(0.02)
+        log.info("model gateway started", host=self.host, port=self.port, upstream=self.upstream.base_url)
+        return self
+
+    def stop(self) -> None:
+        """End the server (streams in flight get two seconds) and remove the networks it made. Idempotent."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(STOP_TIMEOUT_S)
+            if self._thread.is_alive():
+                self._server.force_exit = True
+                self._thread.join(STOP_TIMEOUT_S)
+        self._server = self._thread = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+        for api, name in self._networks:
+            try:
+                api.remove_network(name)
+            except Exception as exc:  # a kept container still on it: `agentcompass cleanup` removes it later
+                log.warning("could not remove the gateway's network", network=name, error=str(exc))
+        self._networks.clear()
+
+    def __enter__(self) -> "Gateway":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- trials ----------------------------------------------------------------------------
+    def trial(self, token: str) -> TrialMeter | None:
+        with self._lock:
+            return self._trials.get(token) if token else None
+
+    def endpoint(self, trial: "TrialContext", sandbox: "Sandbox") -> GatewayEndpoint:
+        """Register the trial (its calls go to its model_calls.jsonl) and return what its agent is given,
+        with a host that `sandbox` can reach."""
+        from agentcompass.core.models import Meter
+
+        base = self.settings.public_url.rstrip("/") if self.settings.public_url else f"http://{self._host_for(sandbox)}:{self.port}"
+        token = f"acg-{secrets.token_urlsafe(24)}"
+        meter = TrialMeter(Meter(self.model, trial.dir / CALLS_FILE))
+        with self._lock:
+            self._trials[token] = meter
+        root = f"{base}/t/{token}"
+        return GatewayEndpoint(f"{root}/v1", root, token, meter)
+
+    def release(self, endpoint: GatewayEndpoint) -> None:
+        """The trial is over: its token is refused from now on (its totals stay readable)."""
+        with self._lock:
+            self._trials.pop(endpoint.api_key, None)
+
+    # -- reachability ------------------------------------------------------------------------
+    def _host_for(self, sandbox: "Sandbox") -> str:
+        from agentcompass.providers.docker.sandbox import DockerSandbox
+        from agentcompass.providers.local.provider import LocalSandbox
+
+        inner = getattr(sandbox, "inner", sandbox)  # the trial's TimedSandbox wraps the provider's
+        if isinstance(inner, LocalSandbox):
+            if inner.isolation == "bwrap" and not inner.spec.allow_internet:
+                raise UserError(local_offline_refusal(inner.spec.name))
+            return "127.0.0.1" if self.host in ("0.0.0.0", "::", "localhost") else self.host
+        if isinstance(inner, DockerSandbox):
+            return self._docker_host_for(inner)
+        raise UserError(f"a {type(inner).__name__} cannot reach the model gateway on this machine; set "
+                        "run.gateway.public_url to a URL that reaches its port (run.gateway.port)")
+
+    def _docker_host_for(self, sandbox: Any) -> str:
+        """The address of this host on the container's network; a container on `none` (a task without
+        internet) is moved onto the run's internal network first, which reaches this host only."""
+        import docker
+
+        api = sandbox.api
+        info = api.inspect_container(sandbox.id)
+        mode = info["HostConfig"].get("NetworkMode") or ""
+        if mode == "host":
+            return "127.0.0.1"
+        if mode.startswith("container:"):  # a compose client sharing a service's network
+            info = api.inspect_container(mode.partition(":")[2])
+        attached = info["NetworkSettings"].get("Networks") or {}
+        networks = [name for name in attached if name != "none"]
+        try:
+            if not networks:  # on `none`, or on nothing (a phase without network left its network)
+                networks = [self._internal_network(api)]
+                if "none" in attached:
+                    api.disconnect_container_from_network(sandbox.id, "none")
+                api.connect_container_to_network(sandbox.id, networks[0])
+                attached = api.inspect_container(sandbox.id)["NetworkSettings"].get("Networks") or {}
+            gateway_ip = network_gateway(attached.get(networks[0]) or {}, lambda: api.inspect_network(networks[0]))
+        except docker.errors.APIError as exc:
+            raise InfraError(f"cannot give container {sandbox.spec.name} a network to the model gateway: "
+                             f"{exc.explanation or exc}") from exc
+        if gateway_ip is None:
+            raise InfraError(f"network {networks[0]} of container {sandbox.spec.name} has no IPv4 gateway address "
+                             "to reach the model gateway at (neither on the container's endpoint nor in the network's IPAM)")
+        return gateway_ip
+
+    def _internal_network(self, api: Any) -> str:
+        """The run's internal bridge network (no route out), created on first use, removed at stop."""
+        safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in self.run_name)[:40]
+        name = f"ac-gateway-{safe}-{self.port}"
+        import docker
+
+        with self._lock:
+            if not any(known == name for _, known in self._networks):
+                try:
+                    api.create_network(name, driver="bridge", internal=True, check_duplicate=True,
+                                       labels={"agentcompass": "1", "run": self.run_name})
+                except docker.errors.APIError as exc:
+                    if exc.status_code != 409:  # 409: left by an earlier session of this run; used again
+                        raise
+                self._networks.append((api, name))
+        return name

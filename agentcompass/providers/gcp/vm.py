@@ -1,0 +1,79 @@
+"""What one gcp trial VM is made of, as Compute's rules want it: its RFC 1035 name, its labels (keys
+start with a letter), list filters with each expression parenthesised, its boot disk size, and the
+start-up script that brings up the task container."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import shlex
+from typing import Any
+
+from agentcompass.providers.docker.provider import KEEP_ALIVE
+from agentcompass.core.sandbox import SandboxSpec
+
+OS_AND_IMAGE_GB = 20  # room on the boot disk beside a task's storage_mb: the OS and the task image
+STATE_DIR = "/var/lib/agentcompass"  # on the VM: start-up log, build context, container status
+
+
+def label_value(text: str) -> str:
+    """A GCP label value: lower-case [a-z0-9_-], at most 63 characters (long ones keep a hash)."""
+    value = re.sub(r"[^a-z0-9_-]+", "-", text.lower())
+    return value if len(value) <= 63 else f"{value[:46]}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def label_key(text: str) -> str:
+    """A GCP label key: a label value that starts with a lower-case letter (GCP refuses `1team` with a 400)."""
+    value = label_value(text)
+    return value if value[:1].isalpha() else label_value(f"k-{text}")
+
+
+def labels_filter(labels: dict[str, str]) -> str:
+    """A Compute list filter matching every label: each expression in parentheses, as Compute requires."""
+    return " AND ".join(f'(labels.{label_key(k)} = "{label_value(v)}")' for k, v in labels.items())
+
+
+def disk_gb(configured: int, storage_mb: int | None) -> int:
+    """The boot disk: the configured size, or more when the task's [environment] storage_mb needs it. The disk
+    is the trial's own, so the task container gets at least what it asks for (the OS and the image aside)."""
+    return max(configured, math.ceil((storage_mb or 0) / 1024) + OS_AND_IMAGE_GB)
+
+
+def instance_name(name: str) -> str:
+    """An RFC 1035 name for the VM (and its container): [a-z][-a-z0-9]*, at most 63, not ending in '-'."""
+    value = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+    value = value if value[:1].isalpha() else f"ac-{value}"
+    if len(value) > 63:
+        value = f"{value[:46].rstrip('-')}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
+    return value
+
+
+def startup_script(name: str, spec: SandboxSpec, s: Any) -> str:
+    """What the VM runs at boot: get the task image, start the task container, write its status."""
+    q = shlex.quote
+    state = f"{STATE_DIR}/{name}"
+    if s.image or spec.image:
+        image = q(s.image or spec.image or "")
+        get_image = f"docker image inspect {image} >/dev/null 2>&1 || docker pull {image}"
+    else:  # the orchestrator sends the build context over SSH once the VM is up
+        image = q(f"agentcompass-task/{name}")
+        build_args = "".join(f" --build-arg {q(f'{k}={v}')}" for k, v in sorted(spec.build_args.items()))
+        get_image = (f"until [ -e {state}/context.tar ]; do sleep 1; done; mkdir -p {state}/context && "
+                     f"tar -xf {state}/context.tar -C {state}/context && docker build{build_args} -t {image} {state}/context")
+    cpus, memory = s.cpu or spec.cpus, s.memory or spec.memory_mb
+    # A task whose phases switch networks starts on the bridge; the sandbox leaves it for a phase without one.
+    network = "bridge" if spec.allow_internet or "public" in spec.network_modes else "none"
+    run = ["docker", "run", "-d", "--name", name, "--init", "--network", network,
+           "-w", spec.workdir, "--entrypoint", "/bin/sh"]
+    run += [f"--cpus={cpus}"] if cpus else []
+    run += [f"--memory={memory}m"] if memory else []
+    run += [a for k, v in spec.labels.items() for a in ("--label", f"{k}={v}")]
+    run += [a for k, v in spec.env.items() for a in ("-e", f"{k}={v}")]
+    return "\n".join([
+        "#!/bin/bash", f"# agentcompass: bring up the task container of {name}",
+        f"mkdir -p {state} && exec >>{state}/startup.log 2>&1",
+        f"[ -e {state}/status ] && exit 0  # a reboot starts no second container",
+        f"( {get_image} ) && {{ docker rm -f {name} >/dev/null 2>&1; "
+        f"{' '.join(q(a) for a in run)} {image} {' '.join(q(a) for a in KEEP_ALIVE)}; }}",
+        f"echo $? > {state}/status.part && mv {state}/status.part {state}/status", ""])
