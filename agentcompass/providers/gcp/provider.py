@@ -81,10 +81,10 @@ class GcpProvider:
             from google.cloud import compute_v1
 
             with contextlib.suppress(Exception):  # already gone, or being deleted by its trial
-                with self._lock:
-                    self.delete_requested.add(name)
                 self._instances.delete(request=compute_v1.DeleteInstanceRequest(
                     project=self._project, zone=zone, instance=name, request_id=str(uuid.uuid4())))
+                with self._lock:  # only once GCE took it: a refused request leaves the delete to its trial
+                    self.delete_requested.add(name)
 
         with ThreadPoolExecutor(max_workers=min(16, len(booting))) as pool:
             for name, zone in booting.items():
