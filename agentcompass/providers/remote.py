@@ -20,12 +20,18 @@ from agentcompass.core.sandbox import SandboxSpec
 EXEC_MARK = "AGENTCOMPASS_EXEC"  # env var that tags every process of one exec, so a timeout can find them all
 # Run in the container on timeout: find every process carrying the exec's mark, stop them all at once
 # (so none reacts to another's death) and kill them; repeat until none is left, which catches a
-# process that forked during the scan.
+# process that forked during the scan. A live process whose environment reads empty may be a marked one
+# caught in execve (the kernel shows no environment until the new image's arguments are set up): while
+# one is seen (kernel threads and zombies aside), scan again, for up to 40 passes.
 KILL_MARKED = (
-    'for pass in 1 2 3 4 5 6 7 8 9 10; do pids=; '
+    'n=0; while [ $n -lt 40 ]; do n=$((n+1)); pids=; unsure=; '
     'for d in /proc/[0-9]*; do '
-    'tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qxF "$0" && pids="$pids ${d#/proc/}"; '
-    'done; [ -z "$pids" ] && exit 0; kill -STOP $pids 2>/dev/null; kill -KILL $pids 2>/dev/null; done'
+    'e=$(tr "\\0" "\\n" 2>/dev/null < "$d/environ") || continue; '
+    'if printf "%s\\n" "$e" | grep -qxF "$0"; then pids="$pids ${d#/proc/}"; '
+    'elif [ -z "$e" ] && [ "${d#/proc/}" != 2 ] && ! grep -qE "^(State:.[ZX]|PPid:.2$)" "$d/status" 2>/dev/null; '
+    'then unsure=1; fi; done; '
+    'if [ -n "$pids" ]; then kill -STOP $pids 2>/dev/null; kill -KILL $pids 2>/dev/null; '
+    'elif [ -z "$unsure" ]; then exit 0; else sleep 0.05 2>/dev/null || sleep 1; fi; done'
 )
 DRAIN_AFTER_KILL_S = 5.0  # how long to wait for the stream to end once the command was killed
 # A command ending with one of these (or -1) may have died with its sandbox: the provider then asks

@@ -40,10 +40,34 @@ class Finished:
     killed_by_us: bool  # by the timeout or by kill(): a signal death we caused, not a lost sandbox
 
 
-def marked_pids(value: str, prefix: bool = False) -> list[int]:
-    """Processes whose environment holds EXEC_MARK=value (or a value starting with it)."""
+PF_KTHREAD = 0x00200000  # /proc/<pid>/stat's flags: a kernel thread, which never has an environment
+# A process whose environment reads empty may be one of ours caught in execve (the kernel shows no
+# environment between the old image's end and the new one's arguments) or on its way out: scan again
+# for this long before calling it someone else's.
+UNSURE_RESCAN_S = 2.0
+
+
+def boot_ticks() -> int:
+    """Now, in the clock ticks since boot that /proc/<pid>/stat's start time counts."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
+def _started_since_unmarked(pid: str, since_ticks: int) -> bool:
+    """A user process started at or after since_ticks, alive, whose environment read empty."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ", which may hold spaces
+    state, flags, start = fields[0], int(fields[6]), int(fields[19])
+    return state not in "ZX" and not flags & PF_KTHREAD and start >= since_ticks
+
+
+def marked_pids(value: str, prefix: bool = False, since_ticks: int | None = None) -> tuple[list[int], bool]:
+    """Processes whose environment holds EXEC_MARK=value (or a value starting with it), and whether a
+    process started since since_ticks showed no environment at all (it may be a marked one mid-exec)."""
     needle = f"\0{EXEC_MARK}={value}".encode() + (b"" if prefix else b"\0")
-    found = []
+    found, unsure = [], False
     for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
@@ -54,14 +78,25 @@ def marked_pids(value: str, prefix: bool = False) -> list[int]:
             continue
         if needle in environ:
             found.append(int(entry.name))
-    return found
+        elif environ == b"\0" and since_ticks is not None and not unsure:
+            unsure = _started_since_unmarked(entry.name, since_ticks)
+    return found, unsure
 
 
-def kill_marked(value: str, prefix: bool = False) -> None:
-    """Stop every marked process at once (so none reacts to another's death), then kill them."""
-    for _ in range(KILL_PASSES):
-        pids = marked_pids(value, prefix)
+def kill_marked(value: str, prefix: bool = False, since_ticks: int | None = None) -> None:
+    """Stop every marked process at once (so none reacts to another's death), then kill them; repeat
+    until a scan finds none and no process started since since_ticks could be a marked one mid-exec."""
+    passes = 0
+    unsure_until = time.monotonic() + UNSURE_RESCAN_S
+    while True:
+        pids, unsure = marked_pids(value, prefix, since_ticks)
         if not pids:
+            if not unsure or time.monotonic() >= unsure_until:
+                return
+            time.sleep(0.005)
+            continue
+        passes += 1
+        if passes > KILL_PASSES:
             return
         for sig in (signal.SIGSTOP, signal.SIGKILL):
             for pid in pids:
@@ -107,8 +142,9 @@ os.register_at_fork(after_in_child=REAPER.__init__)
 def reap_when_runner_ends(token: str) -> None:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)  # a Ctrl-C aimed at the runner must not end the guard
+    started = boot_ticks() - 1
     sys.stdin.buffer.read()
-    kill_marked(f"{token}-", prefix=True)
+    kill_marked(f"{token}-", prefix=True, since_ticks=started)
 
 
 class Command:
@@ -117,6 +153,7 @@ class Command:
     def __init__(self, argv: list[str], *, cwd: Path | None, env: dict[str, str], mark: str | None) -> None:
         self.mark = mark
         self.killed_by_us = False
+        self.started_ticks = boot_ticks() - 1  # a tick early: the kernel rounds the children's start down
         with EveryCore():  # a worker process keeps to one core; a task's commands get all of them
             self.proc = subprocess.Popen(
                 argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
@@ -134,7 +171,7 @@ class Command:
         except OSError:
             pass
         if self.mark:
-            kill_marked(self.mark)
+            kill_marked(self.mark, since_ticks=self.started_ticks)
 
     def _ended(self) -> bool:
         """Has the main process exited? Asked without reaping it, so its pid (and with it the
