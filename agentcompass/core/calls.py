@@ -14,10 +14,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 if TYPE_CHECKING:
     from agentcompass.core.task import Usage
 
 CALLS_FILE = "model_calls.jsonl"
+log = structlog.get_logger("agentcompass")
 
 
 class CallLog:
@@ -53,7 +56,16 @@ class CallLog:
 
     def _write(self, row: dict[str, Any]) -> None:
         line = (json.dumps(row) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            if self.path.parent.is_dir():
+                raise
+            # The try's folder is gone: an interrupt set it aside before this call (one the gateway was still
+            # relaying when its trial ended, past the release's wait) came to an end.
+            log.warning("a model call ended after its try's folder was moved; it is not recorded",
+                        folder=str(self.path.parent), status=row["status"])
+            return
         try:
             os.write(fd, line)
         finally:

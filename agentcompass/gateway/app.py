@@ -48,7 +48,11 @@ STREAM_ENDS = ("response.completed", "response.incomplete", "response.failed")  
 class CallRecorder(Protocol):
     """One trial's meter (agentcompass.gateway.server.TrialMeter)."""
 
+    def begin(self) -> int: ...
+
     def record(self, seconds: float, status: int, tokens: tuple[int, int, int, int] | None) -> None: ...
+
+    def end(self, call: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -301,38 +305,45 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
             if kind is not None:
                 trial.record(time.monotonic() - start, status, tokens)
 
+        call, streamed = trial.begin(), False
         try:
-            url = upstream.url(path) + (f"?{request.url.query}" if request.url.query else "")  # Claude Code's ?beta=true
-            reply = await client.send(client.build_request("POST", url, json=body, headers=upstream.headers(request.headers)),
-                                      stream=True)
-        except httpx.TimeoutException as exc:
-            record(504)
-            return failure(shape, 504, f"agentcompass gateway: the model endpoint did not answer in time "
-                                       f"({type(exc).__name__})", "api_error")
-        except httpx.TransportError as exc:
-            record(502)
-            return failure(shape, 502, f"agentcompass gateway: cannot reach the model endpoint "
-                                       f"({type(exc).__name__}: {exc})", "api_error")
-        streaming = reply.headers.get("content-type", "").startswith("text/event-stream")
-        if kind is not None and reply.status_code == 200 and streaming:
-            return StreamingResponse(relay(reply, kind, asked_usage, record), status_code=200,
-                                     headers=reply_headers(reply))
-        try:
-            content = await reply.aread()
-        except httpx.TransportError as exc:
-            record(502)
-            return failure(shape, 502, f"agentcompass gateway: the model endpoint broke off its reply "
-                                       f"({type(exc).__name__})", "api_error")
+            try:
+                url = upstream.url(path) + (f"?{request.url.query}" if request.url.query else "")  # Claude Code's ?beta=true
+                reply = await client.send(client.build_request("POST", url, json=body,
+                                                               headers=upstream.headers(request.headers)), stream=True)
+            except httpx.TimeoutException as exc:
+                record(504)
+                return failure(shape, 504, f"agentcompass gateway: the model endpoint did not answer in time "
+                                           f"({type(exc).__name__})", "api_error")
+            except httpx.TransportError as exc:
+                record(502)
+                return failure(shape, 502, f"agentcompass gateway: cannot reach the model endpoint "
+                                           f"({type(exc).__name__}: {exc})", "api_error")
+            streaming = reply.headers.get("content-type", "").startswith("text/event-stream")
+            if kind is not None and reply.status_code == 200 and streaming:
+                streamed = True  # the relay records it and ends it
+                return StreamingResponse(relay(reply, kind, asked_usage, record, lambda: trial.end(call)),
+                                         status_code=200, headers=reply_headers(reply))
+            try:
+                content = await reply.aread()
+            except httpx.TransportError as exc:
+                record(502)
+                return failure(shape, 502, f"agentcompass gateway: the model endpoint broke off its reply "
+                                           f"({type(exc).__name__})", "api_error")
+            finally:
+                await reply.aclose()
+            ok = 200 <= reply.status_code < 300
+            tokens = token_counts(kind, json_object(content).get("usage")) if ok and kind else None
+            record(reply.status_code, tokens)
+            return Response(content if ok else upstream.scrub(content), status_code=reply.status_code,
+                            headers=reply_headers(reply))
         finally:
-            await reply.aclose()
-        ok = 200 <= reply.status_code < 300
-        tokens = token_counts(kind, json_object(content).get("usage")) if ok and kind else None
-        record(reply.status_code, tokens)
-        return Response(content if ok else upstream.scrub(content), status_code=reply.status_code,
-                        headers=reply_headers(reply))
+            if not streamed:
+                trial.end(call)
 
     async def relay(reply: httpx.Response, kind: str, asked_usage: bool,
-                    record: Callable[[int, tuple[int, int, int, int] | None], None]) -> AsyncIterator[bytes]:
+                    record: Callable[[int, tuple[int, int, int, int] | None], None],
+                    end: Callable[[], None]) -> AsyncIterator[bytes]:
         usage = StreamUsage(kind)
         status = 499  # the client went away before the end (nginx's code for it): an error, not the endpoint's
         try:
@@ -345,9 +356,12 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
         except httpx.TransportError:
             status = 502  # the endpoint broke off: the client sees a cut stream
         finally:
-            record(status, usage.tokens() if status == 200 else None)
-            with anyio.CancelScope(shield=True):
-                await reply.aclose()
+            try:
+                record(status, usage.tokens() if status == 200 else None)
+            finally:
+                end()
+                with anyio.CancelScope(shield=True):
+                    await reply.aclose()
 
     paths = ["/t/{token}/v1/{path:path}", "/v1/{path:path}"]
     return Starlette(routes=[Route(p, forward, methods=["GET", "POST"]) for p in paths], lifespan=lifespan)

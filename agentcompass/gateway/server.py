@@ -41,6 +41,7 @@ DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https:/
 REACHES_HOST = ("local", "docker")  # providers whose sandboxes reach this machine without a public URL
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
+SETTLE_TIMEOUT_S = 5.0  # how long a release waits for its trial's calls in flight to be recorded
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,27 @@ class TrialMeter:
         self.meter = meter
         self.errors_5xx = 0
         self._lock = threading.Lock()  # totals are read from the harness's thread while calls end
+        self._settled = threading.Condition(self._lock)
+        self._in_flight: set[int] = set()
+        self._next_call = 0
+
+    def begin(self) -> int:
+        """A call came in: until `end`, the trial's release waits for it to be recorded."""
+        with self._lock:
+            self._next_call += 1
+            self._in_flight.add(self._next_call)
+            return self._next_call
+
+    def end(self, call: int) -> None:
+        with self._lock:
+            self._in_flight.discard(call)
+            self._settled.notify_all()
+
+    def settle(self, timeout: float) -> bool:
+        """Wait until every call in flight is recorded: a client that died with its sandbox has its stream cut
+        by the gateway a moment later, and that record belongs in this try's files before they are moved."""
+        with self._lock:
+            return self._settled.wait_for(lambda: not self._in_flight, timeout)
 
     def record(self, seconds: float, status: int, tokens: tuple[int, int, int, int] | None) -> None:
         ok = 200 <= status < 300
@@ -258,9 +280,13 @@ class Gateway:
         return GatewayEndpoint(f"{root}/v1", root, token, meter)
 
     def release(self, endpoint: GatewayEndpoint) -> None:
-        """The trial is over: its token is refused from now on (its totals stay readable)."""
+        """The trial is over: its token is refused from now on (its totals stay readable), and the calls still
+        in flight (a client killed with its sandbox) are recorded before the harness reads the totals."""
         with self._lock:
             self._trials.pop(endpoint.api_key, None)
+        if not endpoint.meter.settle(SETTLE_TIMEOUT_S):
+            log.warning("model calls of a released trial still in flight; they are recorded when they end",
+                        waited_s=SETTLE_TIMEOUT_S)
 
     # -- reachability ------------------------------------------------------------------------
     def _host_for(self, sandbox: "Sandbox") -> str:
