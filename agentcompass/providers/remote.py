@@ -141,6 +141,24 @@ def owner_is_gone(owner: str) -> bool:
     return process_owner(instance, int(pid), sep) != owner
 
 
+def taken_with_the_headers(sock: Any) -> bytes:
+    """The start of the stream that the HTTP client's buffered reader took in with the response headers.
+    docker-py hands over the raw socket beneath that reader (docker/docker-py#3332), so a command that
+    writes and ends at once would otherwise lose what it wrote (seen: a failed `git apply` with no message)."""
+    response = getattr(sock, "_response", None)
+    reader = getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
+    if reader is None or not hasattr(reader, "read1"):
+        return b""
+    raw = getattr(sock, "_sock", sock)
+    raw.setblocking(False)  # what the reader holds, and nothing that has not arrived yet
+    try:
+        return reader.read1(1 << 16) or b""
+    except (BlockingIOError, ValueError):
+        return b""
+    finally:
+        raw.setblocking(True)
+
+
 def read_frames(sock: Any, deadline: float | None, keep: int,
                 on_deadline: Callable[[], None]) -> tuple[bytes, bytes, bool, bool]:
     """Read Docker's multiplexed stdout/stderr frames until the command ends or the deadline passes
@@ -148,9 +166,17 @@ def read_frames(sock: Any, deadline: float | None, keep: int,
     Returns (stdout, stderr, timed_out, broken): broken when the engine dropped the stream."""
     raw = getattr(sock, "_sock", sock)
     streams = {1: bytearray(), 2: bytearray()}
-    pending = bytearray()
+    pending = bytearray(taken_with_the_headers(sock))
     timed_out = broken = False
+
+    def take_frames() -> None:
+        for kind, payload in split_frames(pending):
+            buffer = streams.get(kind)
+            if buffer is not None and len(buffer) < keep:
+                buffer += payload[: keep - len(buffer)]
+
     try:
+        take_frames()
         while True:
             limit = None if deadline is None else deadline - time.monotonic()
             if limit is not None and limit <= 0:
@@ -168,10 +194,7 @@ def read_frames(sock: Any, deadline: float | None, keep: int,
             if not data:
                 break
             pending += data
-            for kind, payload in split_frames(pending):
-                buffer = streams.get(kind)
-                if buffer is not None and len(buffer) < keep:
-                    buffer += payload[: keep - len(buffer)]
+            take_frames()
     except OSError:
         broken = True  # the engine dropped the stream (container removed): return what arrived
     finally:
