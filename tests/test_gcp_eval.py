@@ -4,7 +4,7 @@ The Batch client is the recording fake (tests/fake_gcp.py, bound to the real sig
 subprocess; it "runs" each task by executing the job's own task script under bash, with the job's
 environment and BATCH_TASK_INDEX, against the local Docker engine and a GCS emulator on 127.0.0.1
 (google-cloud-storage talks to it through STORAGE_EMULATOR_HOST, the task script with curl). The
-instances are the SWE-bench fixture of test_swebench_grading.py, in its locally built image; the
+instances are the SWE-bench fixture of swebench_calc.py, in its locally built image; the
 verdicts must be those `eval --env docker` gives on the same predictions.
 """
 
@@ -19,8 +19,8 @@ import pytest
 
 import fake_gcp
 from gcs_emulator import emulated_gcs
-from test_swebench_grading import (IDS, assert_verdicts, assert_verdicts_match_swebench, calc_image, calc_repo,  # noqa: F401
-                                   calc_rows, predictions_of, trials)
+from swebench_calc import (IDS, assert_verdicts, assert_verdicts_match_swebench, calc_image, calc_repo,  # noqa: F401
+                           calc_rows, predictions_of, trials)
 
 pytest.importorskip("google.cloud.batch_v1", reason="pip install agentcompass[gcp]")
 pytest.importorskip("gcp_storage_emulator.server", reason="pip install gcp-storage-emulator")

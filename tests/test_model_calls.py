@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from fake_llm_server import FakeLLM
-from test_mini_swe_agent import FIX_COMMANDS, read_trials, run_demo, run_dir
+from mini_demo import FIX_COMMANDS, read_trials, run_demo, run_dir
 
 TASK = "fix-median-bug"
 

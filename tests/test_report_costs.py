@@ -193,7 +193,7 @@ def test_a_real_run_whose_first_try_met_503s_is_priced_whole_and_verifies(tmp_pa
     # time: at $36/h ($0.01/s) the attempt costs 0.01 x every call's seconds, try-1's being the retry.
     from conftest import run_cli
     from fake_llm_server import FakeLLM
-    from test_mini_swe_agent import FIX_COMMANDS, run_demo
+    from mini_demo import FIX_COMMANDS, run_demo
 
     run_demo(FakeLLM(FIX_COMMANDS, failures=[503] * 6), tmp_path, "glm-5.2", "--max-retries", "3",
              "-m", "run.retry_backoff_s=0")
@@ -241,7 +241,7 @@ def test_an_attempt_interrupted_before_it_was_recorded_is_priced(tmp_path):
 
     from conftest import run_cli
     from fake_llm_server import FakeLLM, FakeLLMServer
-    from test_mini_swe_agent import FIX_COMMANDS, ONLY_TASK, isolated_env
+    from mini_demo import FIX_COMMANDS, ONLY_TASK, isolated_env
 
     results = tmp_path / "results"
     with FakeLLMServer(FakeLLM(FIX_COMMANDS, delay_s=1.0)) as server:

@@ -25,7 +25,7 @@ from agentcompass.core.task import Usage
 from conftest import run_cli
 from fake_llm_server import FakeLLM, FakeLLMServer
 from harbor_factory import make_recipe, make_task
-from test_mini_swe_agent import FIX_COMMANDS, ONLY_TASK, TASK, isolated_env
+from mini_demo import FIX_COMMANDS, ONLY_TASK, TASK, isolated_env
 
 DATA = Path(__file__).resolve().parent / "data"
 

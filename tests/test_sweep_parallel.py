@@ -17,7 +17,7 @@ import pytest
 from conftest import run_cli
 from dead_endpoints import silent_endpoint
 from fake_llm_server import FakeLLM, FakeLLMServer
-from test_mini_swe_agent import FIX_COMMANDS, ONLY_TASK, interrupt_and_check, isolated_env, wait_for
+from mini_demo import FIX_COMMANDS, ONLY_TASK, interrupt_and_check, isolated_env, wait_for
 
 TIERS = ("none", "high", "max")
 SWEEP = ("-m", "model.reasoning=" + ",".join(TIERS))

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import run_cli
 from fake_llm_server import FakeLLM, FakeLLMServer
-from test_mini_swe_agent import API_KEY, isolated_env, read_trials, run_dir
+from mini_demo import API_KEY, isolated_env, read_trials, run_dir
 
 TASK = "same-shell"
 # What the agent does: move and export, look around, run a command past its timeout, check the shell.

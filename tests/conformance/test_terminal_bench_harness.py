@@ -23,8 +23,8 @@ import pytest
 
 from conformance.conftest import anchor_python, check_divergences
 from conftest import run_cli
-from test_terminal_bench import (CLIENT_DOCKERFILE, FETCH, SLOW_RUN_TESTS, TB1, TWO_SERVICES, python_repl_files,
-                                 verdict_script, write_task)
+from terminal_bench_tasks import (CLIENT_DOCKERFILE, FETCH, SLOW_RUN_TESTS, TB1, TWO_SERVICES, python_repl_files,
+                                  verdict_script, write_task)
 
 ANCHOR = "terminal-bench 0.2.18"
 # Built once and kept (by tag) like the suite's other test images; the official cleanup (`compose down
