@@ -153,7 +153,7 @@ def taken_with_the_headers(sock: Any) -> bytes:
     raw.setblocking(False)  # what the reader holds, and nothing that has not arrived yet
     try:
         return reader.read1(1 << 16) or b""
-    except (BlockingIOError, ValueError):
+    except (OSError, ValueError):  # nothing held: a plain socket says EAGAIN, a TLS one SSLWantReadError
         return b""
     finally:
         raw.setblocking(True)
