@@ -206,6 +206,7 @@ class Command:
                         self.kill()
                     else:
                         self._kill_all()  # whatever it left behind ends with it
+                    now = time.monotonic()  # the kill may have taken a while: drain from its end
                     drain_until = now + DRAIN_AFTER_END_S
                 reading = any(key.fd in kept for key in selector.get_map().values())
                 # Past drain_until, a process we could not find holds the pipes: stop listening to it.
