@@ -107,7 +107,7 @@ def test_a_stream_is_relayed_event_by_event(upstream, gateways, local_sandbox, t
     endpoint = gateways(GLM, upstream.url).endpoint(new_trial(tmp_path), local_sandbox)
     body = {"messages": HELLO, "stream": True}
     with httpx.stream("POST", f"{endpoint.openai_base_url}/chat/completions", json=body,
-                      headers={"authorization": f"Bearer {endpoint.api_key}"}, timeout=10) as reply:
+                      headers={"authorization": f"Bearer {endpoint.api_key}"}, timeout=60) as reply:
         events = reply.iter_lines()
         first = next(line for line in events if line)
         assert not upstream.gate.is_set() and '"content": "Hel"' in first

@@ -110,7 +110,7 @@ def test_a_sweep_sends_each_tier_on_every_call_and_stops_each_gateway(upstream, 
     for trial_dir in results.glob("*/tasks/fix-median-bug/attempt-1"):
         root = json.loads((trial_dir / "gateway.json").read_text())["root"]
         with pytest.raises(httpx.ConnectError):
-            httpx.get(f"{root}/v1/models")
+            httpx.get(f"{root}/v1/models", timeout=60)
         rows = calls_of(TrialContext("x", 1, trial_dir, "x"))
         usage = json.loads((trial_dir / "result.json").read_text())["usage"]
         assert usage["tokens_in"] == sum(r["tokens_in"] for r in rows) and usage["model_calls"] == 2

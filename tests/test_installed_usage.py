@@ -59,7 +59,7 @@ def test_codex_through_the_gateway_costs_its_metered_tokens_times_the_price(tmp_
             (tmp_path / "t").mkdir()
             endpoint = gw.endpoint(TrialContext("t", 1, tmp_path / "t", "t"), sandbox)
             for _ in range(2):
-                httpx.post(f"{endpoint.openai_base_url}/responses", json={"input": "hi"},
+                httpx.post(f"{endpoint.openai_base_url}/responses", json={"input": "hi"}, timeout=60,
                            headers={"authorization": f"Bearer {endpoint.api_key}"}).raise_for_status()
             usage = gateway_usage(endpoint.usage(), bare(CodexHarness).read_usage(CODEX_STDOUT))
         finally:

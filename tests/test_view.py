@@ -208,15 +208,15 @@ def test_no_path_outside_the_results_roots_is_served(viewer, results):
                f"/file?run={run}&task=../../..&n=1&file=run.json",
                "/static/../app.py", "/static/%2e%2e/app.py"]
     for path in outside:
-        response = httpx.get(viewer.base + path)
+        response = httpx.get(viewer.base + path, timeout=60)
         assert response.status_code == 404, (path, response.status_code)
         assert "root:" not in response.text and '"config"' not in response.text
-    inside = httpx.get(f"{viewer.base}/file?run={run}&task=fix-median-bug&n=1&file=result.json")
+    inside = httpx.get(f"{viewer.base}/file?run={run}&task=fix-median-bug&n=1&file=result.json", timeout=60)
     assert inside.status_code == 200 and '"task_id"' in inside.text
 
 
 def test_another_host_header_is_refused_on_loopback(viewer):
-    assert httpx.get(viewer.base + "/api/runs", headers={"Host": "attacker.example"}).status_code == 400
+    assert httpx.get(viewer.base + "/api/runs", headers={"Host": "attacker.example"}, timeout=60).status_code == 400
 
 
 def test_a_token_is_required_on_every_request_when_set(results):
@@ -224,10 +224,11 @@ def test_a_token_is_required_on_every_request_when_set(results):
     try:
         token = viewer.url.split("token=")[1]
         assert len(token) >= 24
-        assert httpx.get(viewer.base + "/api/runs").status_code == 401
-        assert httpx.get(viewer.base + "/api/runs?token=wrong").status_code == 401
-        assert httpx.get(viewer.base + "/api/runs", headers={"Authorization": f"Bearer {token}"}).status_code == 200
-        with httpx.Client() as client:
+        assert httpx.get(viewer.base + "/api/runs", timeout=60).status_code == 401
+        assert httpx.get(viewer.base + "/api/runs?token=wrong", timeout=60).status_code == 401
+        bearer = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(viewer.base + "/api/runs", headers=bearer, timeout=60).status_code == 200
+        with httpx.Client(timeout=60) as client:
             assert client.get(viewer.url).status_code == 200
             assert client.get(viewer.base + "/api/runs").status_code == 200  # the cookie the first visit set
     finally:
@@ -250,10 +251,10 @@ def test_each_setup_links_to_the_report_made_over_its_sweep(results, cli):
     assert made.returncode == 0, made.stderr
     viewer = Viewer(str(results))
     try:
-        runs = httpx.get(viewer.base + "/api/runs").json()["runs"]
+        runs = httpx.get(viewer.base + "/api/runs", timeout=60).json()["runs"]
         links = {r["sweep"]: r["report"] for r in runs}
         assert links["demo"] is None and links["tiers"]
-        page = httpx.get(viewer.base + links["tiers"])
+        page = httpx.get(viewer.base + links["tiers"], timeout=60)
         assert page.status_code == 200 and "<html" in page.text.lower()
     finally:
         viewer.stop()
@@ -268,7 +269,7 @@ def test_the_report_links_each_setup_into_a_running_viewer_and_not_once_it_stopp
         links = re.findall(r'<a href="([^"]+)">', page.split('id="viewer-links"')[1].split("</p>")[0])
         assert sorted(links) == sorted(f"{viewer.base}/run?run=0/tiers/{d.name}".replace("=", "%3D").replace(
             "run?run%3D", "run?run=") for d in (results / "tiers").glob("demo__*"))
-        assert all(httpx.get(link).status_code == 200 for link in links)
+        assert all(httpx.get(link, timeout=60).status_code == 200 for link in links)
         assert cli("report", str(results / "tiers"), "--verify", env=cache).returncode == 0  # a link is no figure
     finally:
         viewer.stop()

@@ -152,13 +152,15 @@ class InstalledAgent:
             stdout, stderr = (scrub(scrub(text, secret), upstream) for text in (result.stdout, result.stderr + logs))
             trial.write(f"{self.name}.jsonl", stdout)
             trial.write("agent.log", stderr)
+            if gateway:
+                gateway.release(endpoint)  # first, so a call still in flight (a killed CLI's) is in the totals
             metered = endpoint.usage()
             reported = self.read_usage(stdout)
             usage = gateway_usage(metered, reported) if metered else priced(reported, model)
             error = self.classify(result.exit_code, result.timed_out, stdout, stderr, limit, metered)
         finally:
             if gateway:
-                gateway.release(endpoint)
+                gateway.release(endpoint)  # again on the way out of a failure: releasing is idempotent
         if error is not None:
             error.usage = usage
             raise error
