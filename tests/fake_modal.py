@@ -46,6 +46,7 @@ from typing import Any, Iterator
 from fake_sdk import jsonable
 
 LOG_ENV = "FAKE_MODAL_LOG"
+SETUP_TRIES = 5  # bubblewrap set-ups tried per command before its failure stands
 LOSE_ENV = "FAKE_MODAL_LOSE"
 LOSE_AFTER_S = 0.5
 FAIL_ENV = "FAKE_MODAL_CREATE_FAILS"  # "ErrorClass" or "ErrorClass:N": Sandbox.create raises it (the first N times)
@@ -353,6 +354,9 @@ class Sandbox:
                     raise exception.ImageBuildError(f"image build failed at {line!r}: {err.decode()}", "im-fake")
 
     def _popen(self, args: tuple[str, ...], cwd: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        """Start args in the sandbox. bubblewrap can fail to set the sandbox up when a host mount changes under
+        its read-only binds (a docker build's buildkit mount under /var, from another test): the command never
+        ran, which Modal never does, so that try is made again. The command tells it began on a pipe."""
         argv = ["bwrap", "--die-with-parent", "--bind", str(self.root), "/"]
         for entry in sorted(os.listdir("/")):
             host = Path("/") / entry
@@ -368,8 +372,18 @@ class Sandbox:
             argv.append("--unshare-net")
         for key, value in {"PATH": SANDBOX_PATH, "HOME": "/tmp", "LANG": "C.UTF-8", **self.env, **env}.items():
             argv += ["--setenv", key, value]
-        return subprocess.Popen([*argv, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        for _ in range(SETUP_TRIES):
+            began_r, began_w = os.pipe()
+            started = ("/bin/bash", "-c", f'printf x >&{began_w}; exec {began_w}>&-; exec "$@"', "bash", *args)
+            proc = subprocess.Popen([*argv, *started], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True, pass_fds=(began_w,))
+            os.close(began_w)
+            with os.fdopen(began_r, "rb") as began:
+                if began.read(1):
+                    return proc
+            proc.wait()  # bwrap's own failure
+            time.sleep(0.1)
+        return proc
 
     def exec(self, *args: str, stdout: Any = None, stderr: Any = None, timeout: int | None = None,
              workdir: str | None = None, env: dict[str, str | None] | None = None, text: bool = True,
