@@ -20,7 +20,7 @@ import pytest
 import structlog
 
 from agentcompass.core.errors import InfraError, SandboxLost, UserError
-from agentcompass.providers.local.provider import REMOVER, LocalProvider, python_environment
+from agentcompass.providers.local.provider import REMOVER, LocalProvider, LocalSandbox, python_environment
 from agentcompass.core.sandbox import SandboxSpec
 from conftest import IN_CI, REPO, make_venv
 from harbor_factory import make_recipe, make_task
@@ -293,3 +293,49 @@ def test_bad_hide_settings_are_one_line_user_errors(cli, tmp_path, params, compl
     assert not (tmp_path / "r").exists()
 
 
+
+
+# -- bubblewrap that cannot set the sandbox up: the command never ran (a host mount changing under a bind) --
+
+FLAKY_BWRAP = """#!/bin/sh
+n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}
+if [ "$n" -lt {fail} ]; then
+  echo "bwrap: Can't bind mount /oldroot/var on /newroot/var: Unable to apply mount flags: Invalid argument" >&2; exit 1
+fi
+exec {bwrap} "$@"
+"""
+
+
+def flaky_bwrap(monkeypatch, tmp_path, fail: int) -> Path:
+    """bubblewrap that fails its set-up `fail` times, as a docker container's mount under /var makes it do."""
+    count, script = tmp_path / "count", tmp_path / "bwrap"
+    script.write_text(FLAKY_BWRAP.format(count=count, fail=fail, bwrap=shutil.which("bwrap")))
+    script.chmod(0o755)
+    real = LocalSandbox._bwrap_argv
+    monkeypatch.setattr(LocalSandbox, "_bwrap_argv", lambda self, cwd: [str(script), *real(self, cwd)[1:]])
+    return count
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed")
+def test_a_bwrap_set_up_failure_is_tried_again_and_never_read_as_the_commands_exit(monkeypatch, tmp_path):
+    count = flaky_bwrap(monkeypatch, tmp_path, fail=2)
+    box = LocalProvider(isolation="bwrap", root=str(tmp_path / "ws")).open(SandboxSpec(name="t", workdir="/app"))
+    try:
+        ran = box.exec("echo ran; exit 3")
+        # what the command prints is its own, even bwrap's words: exit 1, not an infra error
+        mimic = box.exec("echo \"bwrap: Can't bind mount /oldroot/var on /newroot/var\" >&2; exit 1")
+    finally:
+        box.close()
+    assert (ran.exit_code, ran.stdout.strip(), count.read_text().strip()) == (3, "ran", "4")
+    assert mimic.exit_code == 1 and "bwrap:" in mimic.stderr
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed")
+def test_a_bwrap_that_never_sets_up_is_an_infra_error(monkeypatch, tmp_path):
+    flaky_bwrap(monkeypatch, tmp_path, fail=100)
+    box = LocalProvider(isolation="bwrap", root=str(tmp_path / "ws")).open(SandboxSpec(name="t", workdir="/app"))
+    try:
+        with pytest.raises(InfraError, match="bubblewrap could not set the sandbox up: bwrap: Can't bind mount"):
+            box.exec("echo never")
+    finally:
+        box.close()

@@ -150,14 +150,15 @@ def reap_when_runner_ends(token: str) -> None:
 class Command:
     """A started command: `wait` enforces its deadline and ends everything it started."""
 
-    def __init__(self, argv: list[str], *, cwd: Path | None, env: dict[str, str], mark: str | None) -> None:
+    def __init__(self, argv: list[str], *, cwd: Path | None, env: dict[str, str], mark: str | None,
+                 pass_fds: tuple[int, ...] = ()) -> None:
         self.mark = mark
         self.killed_by_us = False
         self.started_ticks = boot_ticks() - 1  # a tick early: the kernel rounds the children's start down
         with EveryCore():  # a worker process keeps to one core; a task's commands get all of them
             self.proc = subprocess.Popen(
                 argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, pass_fds=pass_fds,
             )
 
     def kill(self) -> None:

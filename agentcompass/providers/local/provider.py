@@ -29,7 +29,7 @@ from typing import Literal
 import structlog
 
 from agentcompass.core.errors import InfraError, SandboxLost, UserError
-from agentcompass.providers.local.procs import REAPER, Command
+from agentcompass.providers.local.procs import REAPER, Command, Finished
 from agentcompass.providers.remote import EXEC_MARK
 from agentcompass.core.readiness import local_readiness
 from agentcompass.core.sandbox import (DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals,
@@ -38,6 +38,7 @@ from agentcompass.core.schema import Strict
 
 # Host folders a sandbox may never shadow: they hold the tools the commands run with.
 SYSTEM_DIRS = {"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "run", "sbin", "sys", "usr", "var"}
+BWRAP_SETUP_TRIES = 5  # set-ups of one command tried before bubblewrap's failure is an infra error
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _notice_lock = threading.Lock()
 _notice_shown = False
@@ -280,31 +281,58 @@ class LocalSandbox:
         self._check_open()
         cwd = cwd or self.spec.workdir
         full_env = self._env(env)
-        if self.isolation == "bwrap":
-            argv = self._bwrap_argv(cwd)
-            for key, value in full_env.items():
-                argv += ["--setenv", key, value]
-            argv += ["bash", "-c", cmd]
-            host_cwd, mark = None, None  # the pid namespace holds every process; bwrap's end ends them all
-        else:
-            argv = ["bash", "-c", self._rewrite(cmd)]
-            host_cwd, mark = self.host_path(cwd), REAPER.new_mark()
-            full_env[EXEC_MARK] = mark
         start = time.monotonic()
+        if self.isolation == "bwrap":
+            for _ in range(BWRAP_SETUP_TRIES):
+                done, began = self._run_in_bwrap(cmd, cwd, full_env, timeout)
+                if began or done.timed_out or self._closed:
+                    break
+                time.sleep(0.2)  # bwrap could not set the sandbox up, so the command never ran: try again
+            else:
+                raise InfraError(f"bubblewrap could not set the sandbox up: {done.stderr.decode(errors='replace').strip()[-300:]}")
+        else:
+            full_env[EXEC_MARK] = mark = REAPER.new_mark()
+            done = self._run(["bash", "-c", self._rewrite(cmd)], self.host_path(cwd), full_env, mark, timeout)
+        self._check_lost(done.code, done.killed_by_us)
+        code = 124 if done.timed_out else done.code
+        return ExecResult(code, cap_output(done.stdout), cap_output(done.stderr), done.timed_out, time.monotonic() - start)
+
+    def _run_in_bwrap(self, cmd: str, cwd: str, env: dict[str, str], timeout: float | None) -> tuple[Finished, bool]:
+        """Run cmd under bubblewrap; also whether it began. bwrap can fail to set the sandbox up (a host mount
+        under a read-only bind changing, such as a docker container's under /var): a wrapper writes one byte
+        on a pipe before it execs the command, so that failure is told from the command's own exit 1
+        (stderr cannot tell it: the command may print anything)."""
+        began_r, began_w = os.pipe()
+        argv = self._bwrap_argv(cwd)
+        for key, value in env.items():
+            argv += ["--setenv", key, value]
+        argv += ["bash", "-c", f'printf x >&{began_w}; exec {began_w}>&-; exec bash -c "$0"', cmd]
         try:
-            command = Command(argv, cwd=host_cwd, env=full_env, mark=mark)
+            done = self._run(argv, None, env, None, timeout, pass_fds=(began_w,))
+        finally:
+            os.close(began_w)
+        try:
+            os.set_blocking(began_r, False)
+            began = bool(os.read(began_r, 1))
+        except BlockingIOError:
+            began = False
+        finally:
+            os.close(began_r)
+        return done, began
+
+    def _run(self, argv: list[str], host_cwd: Path | None, env: dict[str, str], mark: str | None,
+             timeout: float | None, pass_fds: tuple[int, ...] = ()) -> Finished:
+        try:
+            command = Command(argv, cwd=host_cwd, env=env, mark=mark, pass_fds=pass_fds)
         except OSError as exc:
             raise InfraError(f"cannot start command: {exc}") from exc
         with self._lock:
             self._commands.add(command)
         try:
-            done = command.wait(timeout, DEFAULT_OUTPUT_CAP)
+            return command.wait(timeout, DEFAULT_OUTPUT_CAP)
         finally:
             with self._lock:
                 self._commands.discard(command)
-        self._check_lost(done.code, done.killed_by_us)
-        code = 124 if done.timed_out else done.code
-        return ExecResult(code, cap_output(done.stdout), cap_output(done.stderr), done.timed_out, time.monotonic() - start)
 
     def set_network(self, mode: str, allowed_hosts: tuple[str, ...] = ()) -> None:  # no allowlists here (refused)
         """A phase's network (Harbor's network_mode): the next commands' bwrap shares the host's or has none."""
