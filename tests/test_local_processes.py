@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentcompass.core.sandbox import DEFAULT_OUTPUT_CAP, TRUNCATION_MARK, SandboxSpec
+from agentcompass.providers.local import procs
 from agentcompass.providers.local.procs import boot_ticks, kill_marked, marked_pids
 from agentcompass.providers.local.provider import REMOVER, LocalProvider
 from agentcompass.providers.remote import EXEC_MARK, KILL_MARKED
@@ -211,7 +212,10 @@ def late_marked(host_dir: Path, mark: str, seen_as: str | None = None) -> tuple[
     return line, host_dir / "survived"
 
 
-def test_a_daemon_with_no_environment_yet_ends_with_its_command(tmp_path):
+def test_a_daemon_with_no_environment_yet_ends_with_its_command(tmp_path, monkeypatch):
+    # How long the scan waits is not what is checked here, only that it waits: the daemon's stretched
+    # second without an environment must fit in the window however slow a busy machine makes its exec.
+    monkeypatch.setattr(procs, "UNSURE_RESCAN_S", 10.0)
     box = LocalProvider(isolation="none", root=str(tmp_path)).open(SandboxSpec(name="t", workdir="/app"))
     line, flag = late_marked(box.host_path("/app"), f'"${EXEC_MARK}"', seen_as="/app")
     try:

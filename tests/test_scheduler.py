@@ -295,13 +295,14 @@ class SleepingRunner:
     def __init__(self) -> None:
         from agentcompass.core.pacing import Pacer
         from agentcompass.core.trial import OpenSandboxes
-        self.pacer, self.sandboxes, self.starts = Pacer(), OpenSandboxes(), []
+        self.pacer, self.sandboxes, self.starts, self.ends = Pacer(), OpenSandboxes(), [], []
         self.seconds = 0.3
 
     def run(self, task, attempt, trial_dir):
         from agentcompass.core.results import TrialResult, now_iso
         self.starts.append(time.monotonic())
         time.sleep(self.seconds)
+        self.ends.append(time.monotonic())
         return TrialResult(task_id=task.id, attempt=attempt, status="passed", started_at=now_iso(), finished_at=now_iso())
 
 
@@ -325,8 +326,10 @@ def test_first_trials_start_spaced_apart_then_keep_their_pace(tmp_path):
     # Each thread's first start waits its turn: spread over about (threads - 1) spacings, not bunched.
     assert first[-1] - first[0] >= 0.04
     assert first[-1] - first[0] < 1.2  # and all of the first round starts before any trial could end
-    # The second round starts as the first ends, trial by trial: as spread as the first.
-    assert second[-1] - second[0] >= 0.04
+    # The second round starts as the first ends, trial by trial: as spread as the first round's ends (which
+    # a busy machine may bunch by waking the sleepers together; the scheduler must not bunch them further).
+    ends = sorted(runner.ends)[:threads]
+    assert second[-1] - second[0] >= 0.5 * (ends[-1] - ends[0])
 
 
 def test_an_interrupt_during_the_first_round_spacing_starts_nothing_more(tmp_path, monkeypatch):
