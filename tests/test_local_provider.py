@@ -293,8 +293,6 @@ def test_bad_hide_settings_are_one_line_user_errors(cli, tmp_path, params, compl
     assert not (tmp_path / "r").exists()
 
 
-
-
 # -- bubblewrap that cannot set the sandbox up: the command never ran (a host mount changing under a bind) --
 
 FLAKY_BWRAP = """#!/bin/sh

@@ -3,6 +3,7 @@ by Playwright for the pages, and plain HTTP for the security rules."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import pytest
 from conftest import REPO, run_cli, skip_or_fail
 from fake_llm_server import FakeLLM, FakeLLMServer
 
+get = functools.partial(httpx.get, timeout=60)  # httpx's 5 s default is short for a busy machine
 FIX_COMMANDS = [
     "cd /app && python3 -m unittest test_stats 2>&1 | tail -3",
     "sed -i 's/return (data\\[mid\\] + data\\[mid + 1\\]) \\/ 2/return (data[mid - 1] + data[mid]) \\/ 2/' /app/stats.py"
@@ -208,15 +210,15 @@ def test_no_path_outside_the_results_roots_is_served(viewer, results):
                f"/file?run={run}&task=../../..&n=1&file=run.json",
                "/static/../app.py", "/static/%2e%2e/app.py"]
     for path in outside:
-        response = httpx.get(viewer.base + path, timeout=60)
+        response = get(viewer.base + path)
         assert response.status_code == 404, (path, response.status_code)
         assert "root:" not in response.text and '"config"' not in response.text
-    inside = httpx.get(f"{viewer.base}/file?run={run}&task=fix-median-bug&n=1&file=result.json", timeout=60)
+    inside = get(f"{viewer.base}/file?run={run}&task=fix-median-bug&n=1&file=result.json")
     assert inside.status_code == 200 and '"task_id"' in inside.text
 
 
 def test_another_host_header_is_refused_on_loopback(viewer):
-    assert httpx.get(viewer.base + "/api/runs", headers={"Host": "attacker.example"}, timeout=60).status_code == 400
+    assert get(viewer.base + "/api/runs", headers={"Host": "attacker.example"}).status_code == 400
 
 
 def test_a_token_is_required_on_every_request_when_set(results):
@@ -224,10 +226,10 @@ def test_a_token_is_required_on_every_request_when_set(results):
     try:
         token = viewer.url.split("token=")[1]
         assert len(token) >= 24
-        assert httpx.get(viewer.base + "/api/runs", timeout=60).status_code == 401
-        assert httpx.get(viewer.base + "/api/runs?token=wrong", timeout=60).status_code == 401
+        assert get(viewer.base + "/api/runs").status_code == 401
+        assert get(viewer.base + "/api/runs?token=wrong").status_code == 401
         bearer = {"Authorization": f"Bearer {token}"}
-        assert httpx.get(viewer.base + "/api/runs", headers=bearer, timeout=60).status_code == 200
+        assert get(viewer.base + "/api/runs", headers=bearer).status_code == 200
         with httpx.Client(timeout=60) as client:
             assert client.get(viewer.url).status_code == 200
             assert client.get(viewer.base + "/api/runs").status_code == 200  # the cookie the first visit set
@@ -251,10 +253,10 @@ def test_each_setup_links_to_the_report_made_over_its_sweep(results, cli):
     assert made.returncode == 0, made.stderr
     viewer = Viewer(str(results))
     try:
-        runs = httpx.get(viewer.base + "/api/runs", timeout=60).json()["runs"]
+        runs = get(viewer.base + "/api/runs").json()["runs"]
         links = {r["sweep"]: r["report"] for r in runs}
         assert links["demo"] is None and links["tiers"]
-        page = httpx.get(viewer.base + links["tiers"], timeout=60)
+        page = get(viewer.base + links["tiers"])
         assert page.status_code == 200 and "<html" in page.text.lower()
     finally:
         viewer.stop()
@@ -269,7 +271,7 @@ def test_the_report_links_each_setup_into_a_running_viewer_and_not_once_it_stopp
         links = re.findall(r'<a href="([^"]+)">', page.split('id="viewer-links"')[1].split("</p>")[0])
         assert sorted(links) == sorted(f"{viewer.base}/run?run=0/tiers/{d.name}".replace("=", "%3D").replace(
             "run?run%3D", "run?run=") for d in (results / "tiers").glob("demo__*"))
-        assert all(httpx.get(link, timeout=60).status_code == 200 for link in links)
+        assert all(get(link).status_code == 200 for link in links)
         assert cli("report", str(results / "tiers"), "--verify", env=cache).returncode == 0  # a link is no figure
     finally:
         viewer.stop()
