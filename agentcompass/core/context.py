@@ -40,9 +40,20 @@ class TrialContext:
     open_sandbox: "Callable[[SandboxSpec], Sandbox] | None" = None
     # Verifier paths the agent left something in (formats/integrity.py): recorded as details.tampering.
     tampering: list[str] = field(default_factory=list)
+    # Evidence that the agent attacked the verdict or the count (a link out of its tree, a planted hook, a reward
+    # rewritten behind the verifier's back): the attempt is failed whatever was graded (details.tampered).
+    tampered: list[str] = field(default_factory=list)
 
     def flag_tampering(self, paths: list[str]) -> None:
+        """Verifier paths the agent left something in that were cleared before the verifier ran, as the official
+        harness clears them: recorded, and the verdict stands (the verifier ran on fresh inputs)."""
         self.tampering.extend(p for p in paths if p not in self.tampering)
+
+    def mark_tampered(self, evidence: str) -> None:
+        """The agent did something that could change its verdict or leave the count: the attempt is failed,
+        counted in the rate's base, with this evidence (a path, a command, what was found) in its details."""
+        if evidence not in self.tampered:
+            self.tampered.append(evidence)
 
     def write(self, name: str, text: str) -> Path:
         path = os.path.join(self.dir, name)

@@ -84,7 +84,7 @@ def summarize(results: Iterable["TrialResult"], task_ids: list[str], k: int, rul
     One pass over the trials: it runs at every checkpoint of a run of thousands."""
     tally = {t: [0, 0, 0] for t in task_ids}  # per task: attempts recorded, with a verdict, passed
     usages: list[Usage] = []
-    failed = errors_failed = tampered = 0
+    failed = errors_failed = tampered = forced_failed = 0
     errors: dict[str, int] = {}
     incomplete: dict[str, int] = {}
     fails = rule.fails
@@ -95,6 +95,7 @@ def summarize(results: Iterable["TrialResult"], task_ids: list[str], k: int, rul
         usages.append(r.usage)
         counts[0] += 1
         tampered += "tampering" in r.details
+        forced_failed += "tampered" in r.details
         if r.status == "error":
             category = r.error_category or "infra"
             errors[category] = errors.get(category, 0) + 1
@@ -140,6 +141,7 @@ def summarize(results: Iterable["TrialResult"], task_ids: list[str], k: int, rul
         "not_run": not_run,
         "complete": not incomplete and not_run == 0,
         "tampering": tampered,
+        "tampered": forced_failed,
         "scoring_rule": rule.name,
         "pass_at_1": pass_at(1),
         "pass_at_1_tasks": len(scored),

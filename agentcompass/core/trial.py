@@ -172,9 +172,9 @@ class TrialRunner:
                     grade = self._grade_fresh(task, sandbox, trial, outcome, grading_spec)
             graded = True
         except TrialError as exc:
-            if exc.category == "infra":
+            if exc.category == "infra" and not trial.tampered:
                 raise
-            graded = True  # a verifier error is a verdict too
+            graded = True  # a verifier error is a verdict too; what a tampering agent caused is its failure
             return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox), trial=trial)
         finally:
             with phase("close"):
@@ -243,12 +243,18 @@ class TrialRunner:
         if trial is not None and trial.tampering:  # shown in the summary and report; the verdict stands as graded
             details = {**(details or {}), "tampering": list(trial.tampering)}
         outcome = outcome if outcome is not None else AgentOutcome()
+        status = "error" if error else ("passed" if grade is not None and grade.passed else "failed")
+        message = str(error) if error else (grade.message if grade is not None else "")
+        if trial is not None and trial.tampered:  # never solved, never left out of the count: failed, with evidence
+            details = {**(details or {}), "tampered": list(trial.tampered)}
+            status, error = "failed", None
+            message = "tampered: " + "; ".join(trial.tampered)
         return TrialResult(
             task_id=task.id,
             attempt=attempt,
-            status="error" if error else ("passed" if grade is not None and grade.passed else "failed"),
+            status=status,
             error_category=error.category if error else None,
-            message=str(error) if error else (grade.message if grade is not None else ""),
+            message=message,
             reward=grade.reward if grade is not None else None,
             rewards=grade.rewards if grade is not None else {},
             agent_exit_status=outcome.exit_status,
