@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from agentcompass.core.errors import UserError
+from agentcompass.core.errors import AgentError, UserError
 
 DEFAULT_OUTPUT_CAP = 10 * 1024 * 1024  # bytes kept per stream; the rest is dropped and marked
 TRUNCATION_MARK = "\n[... output truncated by agentcompass ...]\n"
@@ -115,7 +115,9 @@ class Sandbox(Protocol):
 
     def upload(self, local: Path, remote: str) -> None: ...
 
-    def download(self, remote: str, local: Path) -> None: ...
+    # Copies `remote` (a file, or a directory's contents) to `local` without following any link out of it
+    # (core/safe_files.py) and returns what was refused; FileNotFoundError when nothing is there.
+    def download(self, remote: str, local: Path) -> list[str]: ...
 
     def close(self) -> None: ...
 
@@ -188,5 +190,7 @@ def read_whole(sandbox: "Sandbox", remote: str) -> str:
 
     with tempfile.TemporaryDirectory(prefix="agentcompass-fetch-") as tmp:
         local = Path(tmp) / "file"
-        sandbox.download(remote, local)
+        refused = sandbox.download(remote, local)
+        if refused or not local.is_file():  # a link the agent put there: its doing, never an error to retry
+            raise AgentError(f"{remote} is not a file the runner may read: {'; '.join(refused) or 'a directory'}")
         return local.read_bytes().decode("utf-8", errors="replace")

@@ -50,7 +50,9 @@ def clear_verifier_inputs(sandbox: "Sandbox", *, dirs: tuple[str, ...] = (), fil
 
 
 def clear_on_host(host_path: Any, dirs: tuple[str, ...], files: tuple[str, ...], make: tuple[str, ...]) -> list[str]:
-    found = []
+    """The local provider's clearing, on its workspace. No link is followed: a link the agent put in place of a
+    folder on the way (`/logs/verifier -> /home/me`) is removed, not emptied through, and counts as found."""
+    found = unlink_links_above(host_path, (*dirs, *files, *make))
     for path in dirs:
         local = host_path(path)
         if os.path.isdir(local) and not os.path.islink(local):
@@ -76,6 +78,21 @@ def clear_on_host(host_path: Any, dirs: tuple[str, ...], files: tuple[str, ...],
                 os.unlink(local)
     for path in make:
         os.makedirs(host_path(path), exist_ok=True)
+    return found
+
+
+def unlink_links_above(host_path: Any, paths: tuple[str, ...]) -> list[str]:
+    """Remove every link among the sandbox folders above `paths` (on the host: they would lead a removal out of
+    the workspace); returns the sandbox paths that were links."""
+    found: list[str] = []
+    for path in paths:
+        parts = path.strip("/").split("/")
+        for depth in range(1, len(parts)):
+            above = "/" + "/".join(parts[:depth])
+            local = host_path(above)
+            if os.path.islink(local):
+                os.unlink(local)
+                found.append(above)
     return found
 
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import tarfile
-import tempfile
 import threading
 import time
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable
 
 from agentcompass.core.errors import InfraError, SandboxLost
+from agentcompass.core.safe_files import extract_tree
 from agentcompass.core.sandbox import SandboxSpec
 
 EXEC_MARK = "AGENTCOMPASS_EXEC"  # env var that tags every process of one exec, so a timeout can find them all
@@ -232,21 +231,7 @@ def root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def extract_renamed(archive: tarfile.TarFile, local: Path) -> None:
-    """get_archive names entries after the remote's basename; put them at `local` instead."""
-    members = archive.getmembers()
-    if not members:
-        return
-    top = members[0].name.split("/")[0]
-    local.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".agentcompass-download-", dir=local.parent))
-    try:
-        archive.extractall(staging, filter="data")
-        source = staging / top
-        if source.is_dir():
-            shutil.copytree(source, local, dirs_exist_ok=True, symlinks=True)
-        else:
-            shutil.copy2(source, local)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
+def extract_renamed(archive: tarfile.TarFile, local: Path, remote: str) -> list[str]:
+    """get_archive names entries after the remote's basename; put them at `local` instead, by the safe
+    extractor's rules (core/safe_files.py): what it refused (links out of the tree, ...) is returned."""
+    return extract_tree(archive, local, remote)

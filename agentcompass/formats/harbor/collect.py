@@ -49,13 +49,17 @@ def collect_all(task: "Task", sandbox: "Sandbox", trial: "TrialContext") -> dict
             local = base.joinpath(path.lstrip("/"))  # one join, parsing only the new parts
             try:
                 if service == MAIN:
-                    sandbox.download(path, local)
+                    refused = sandbox.download(path, local)
                 else:
-                    sandbox.download_from_service(service, path, local)  # type: ignore[attr-defined]  # compose: docker
+                    refused = sandbox.download_from_service(service, path, local)  # type: ignore[attr-defined]  # compose: docker
             except FileNotFoundError:
                 if path != ARTIFACTS_DIR:
                     missing.append(path if service == MAIN else f"{service}:{path}")
                 continue
+            # A link out of the artifacts (to a host file, or the sandbox's own) is never copied: the agent made it,
+            # so the attempt is failed with it as evidence, not retried as an infra error nor left out of the rate.
+            for evidence in refused or []:
+                trial.mark_tampered(evidence if service == MAIN else f"{service}:{evidence}")
             if exclude:
                 drop_excluded(local, exclude)
     return {"hooks": ran, "missing": missing} if ran or missing else {}

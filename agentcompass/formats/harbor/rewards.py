@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentcompass.core.errors import VerifierError
 from agentcompass.core.results import read_if_present
+from agentcompass.core.safe_files import download_checked
 from agentcompass.core.task import AgentOutcome, Grade, Task
 from agentcompass.formats.integrity import clear_verifier_inputs, tampering_note
 
@@ -50,7 +51,7 @@ def run_tests(task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: Ag
     if result.timed_out:
         raise VerifierError(f"verifier timed out after {task.verify_timeout_s:.0f}s")
     rewards = read_rewards(sandbox, trial.dir.joinpath(where, "verifier"), result.exit_code,
-                           "see verifier.log" if output else "it printed nothing")
+                           "see verifier.log" if output else "it printed nothing", trial)
     if where:  # the next step's check must not take this step's reward for the agent's
         sandbox.exec(f"rm -f -- {' '.join(REWARD_FILES)}", user="root", timeout=60)
     reward = rewards.get("reward", sum(rewards.values()) / len(rewards))
@@ -60,10 +61,15 @@ def run_tests(task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: Ag
     return Grade(passed=reward >= 1.0, reward=reward, rewards=rewards, details=details)
 
 
-def read_rewards(sandbox: "Sandbox", local: Path, exit_code: int, hint: str = "see verifier.log") -> dict[str, float]:
-    """The verifier's rewards, downloaded to `local`: reward.json's named ones, else reward.txt's one."""
+def read_rewards(sandbox: "Sandbox", local: Path, exit_code: int, hint: str = "see verifier.log",
+                 trial: "TrialContext | None" = None) -> dict[str, float]:
+    """The verifier's rewards, downloaded to `local`: reward.json's named ones, else reward.txt's one. A link in
+    the verifier's folder is never followed; with the trial at hand it is recorded as tampering (the attempt fails)."""
     try:
-        sandbox.download(VERIFIER_DIR, local)
+        if trial is not None:
+            download_checked(sandbox, VERIFIER_DIR, local, trial)
+        else:
+            sandbox.download(VERIFIER_DIR, local)
     except FileNotFoundError:
         pass
     try:  # reward.json first, as Harbor reads it (verifier.py)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.core.errors import InfraError, UserError
+from agentcompass.core.safe_files import download_checked
 from agentcompass.core.task import Grade, Task
 from agentcompass.formats.swebench.classic import ClassicSpec
 from agentcompass.formats.swebench.constants import ASSETS_DIR, EVAL_LOG_PATH
@@ -85,7 +86,7 @@ def fetch_eval_log(sandbox: "Sandbox", trial: "TrialContext") -> str:
     """eval.log as the official harness writes it: the whole output, decoded with replacement."""
     raw = trial.dir / ".eval.log.raw"
     try:
-        sandbox.download(EVAL_LOG_PATH, raw)
+        download_checked(sandbox, EVAL_LOG_PATH, raw, trial)  # a link planted there: tampering, never followed
         log = raw.read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError:
         log = ""

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentcompass.core.errors import UserError, VerifierError
+from agentcompass.core.safe_files import download_checked
 from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
 from agentcompass.formats.integrity import clear_verifier_inputs
 from agentcompass.formats.sources import dataset_root
@@ -290,7 +291,7 @@ class TerminalBenchFormat:
         sandbox.exec(f"tail -n {KEPT_ROWS} {TEST_LOG} > {TEST_LOG}.tail", user="root", timeout=120)
         local = trial.dir / "verifier.tail"
         try:
-            sandbox.download(f"{TEST_LOG}.tail", local)
+            download_checked(sandbox, f"{TEST_LOG}.tail", local, trial)  # a planted link: tampering, never followed
             output = last_rows(local.read_text(encoding="utf-8", errors="replace"))
         except FileNotFoundError:
             output = result.stdout + result.stderr

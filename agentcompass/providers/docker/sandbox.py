@@ -148,11 +148,12 @@ class DockerSandbox(RemoteSandbox):
         except docker.errors.APIError as exc:
             raise self._failure(f"upload of {local} to {remote} failed", exc) from exc
 
-    def download(self, remote: str, local: Path) -> None:
-        """Copy `remote` (a file, or a directory's contents) to `local`; FileNotFoundError when it is missing."""
-        self._download(self.id, remote, local)
+    def download(self, remote: str, local: Path) -> list[str]:
+        """Copy `remote` (a file, or a directory's contents) to `local`; FileNotFoundError when it is missing.
+        Links are never followed (the engine archives them as links); what the safe extractor refused is returned."""
+        return self._download(self.id, remote, local)
 
-    def _download(self, container: str, remote: str, local: Path) -> None:
+    def _download(self, container: str, remote: str, local: Path) -> list[str]:
         import docker
 
         try:
@@ -167,7 +168,7 @@ class DockerSandbox(RemoteSandbox):
                 spool.write(chunk)
             spool.seek(0)
             with tarfile.open(fileobj=spool, mode="r") as archive:
-                extract_renamed(archive, local)
+                return extract_renamed(archive, local, remote)
 
     def close(self) -> None:
         """Remove the container (and its anonymous volumes); nothing else. Safe to call twice."""
@@ -195,9 +196,9 @@ class ComposeSandbox(DockerSandbox):
         super().__init__(client, container_id, spec, settings, has_task_image)
         self.services = services  # the other services' containers
 
-    def download_from_service(self, service: str, remote: str, local: Path) -> None:
+    def download_from_service(self, service: str, remote: str, local: Path) -> list[str]:
         """download from one of the trial's other services (a sidecar's artifact)."""
-        self._download(f"{self.spec.name}-{service}", remote, local)
+        return self._download(f"{self.spec.name}-{service}", remote, local)
 
     def stop_client(self) -> None:
         """Stop the agent's container, keeping the services (and its files, for nothing more is read from it): a

@@ -135,7 +135,7 @@ class GcpSandbox:
             upload_archive(local, remote, spool)
             self._must(f"{self.docker} exec -i {self.id} tar -xf - -C /", stdin=spool)
 
-    def download(self, remote: str, local: Path) -> None:
+    def download(self, remote: str, local: Path) -> list[str]:
         """Copy `remote` (a file, or a directory's contents) to `local`; FileNotFoundError when it is missing."""
         q = shlex.quote
         with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
@@ -148,7 +148,7 @@ class GcpSandbox:
                                  f"{one_line(done.stderr.decode(errors='replace'))[:300]}")
             spool.seek(0)
             with tarfile.open(fileobj=spool, mode="r") as archive:
-                extract_renamed(archive, local)
+                return extract_renamed(archive, local, remote)  # tar archives links as links: none followed
 
     def close(self) -> None:
         """Delete the VM and wait until it is gone. Safe to call twice, from any thread."""

@@ -32,6 +32,7 @@ from agentcompass.core.errors import InfraError, SandboxLost, UserError
 from agentcompass.providers.local.procs import REAPER, Command, Finished
 from agentcompass.providers.remote import EXEC_MARK
 from agentcompass.core.readiness import local_readiness
+from agentcompass.core.safe_files import copy_tree
 from agentcompass.core.sandbox import (DEFAULT_OUTPUT_CAP, ExecResult, SandboxSpec, cap_output, common_refusals,
                                   compose_refusal, refusal, uncapped_storage)
 from agentcompass.core.schema import Strict
@@ -383,16 +384,14 @@ class LocalSandbox:
         if new != text:
             path.write_text(new, encoding="utf-8")
 
-    def download(self, remote: str, local: Path) -> None:
+    def download(self, remote: str, local: Path) -> list[str]:
+        """A host copy of the workspace's `remote` that follows no link the agent made (core/safe_files.py);
+        what was refused is returned. FileNotFoundError when nothing is there."""
         self._check_open()
         source = self.host_path(remote)
-        if not source.exists():
+        if not os.path.lexists(source):
             raise FileNotFoundError(remote)
-        local.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, local, dirs_exist_ok=True, symlinks=True)
-        else:
-            shutil.copy2(source, local)
+        return copy_tree(source, local, remote, self.fs)
 
     def close(self) -> None:
         """Kill what runs and remove the workspace. Removal repeats on every call: a trial

@@ -165,7 +165,7 @@ class ModalSandbox(RemoteSandbox):
             self._raise_if_lost()
             raise InfraError(f"{what} failed (tar exit {code}): {one_line(error.decode(errors='replace'))[:300]}")
 
-    def download(self, remote: str, local: Path) -> None:
+    def download(self, remote: str, local: Path) -> list[str]:
         """Copy `remote` (a file, or a directory's contents) to `local`; FileNotFoundError when it is missing."""
         import modal
 
@@ -187,7 +187,7 @@ class ModalSandbox(RemoteSandbox):
                 raise InfraError(f"download of {remote} failed (tar exit {code}): {one_line(error.decode(errors='replace'))[:300]}")
             spool.seek(0)
             with tarfile.open(fileobj=spool, mode="r") as archive:
-                extract_renamed(archive, local)
+                return extract_renamed(archive, local, remote)  # tar archives links as links: none followed
 
     def close(self) -> None:
         """Terminate the sandbox; nothing else. Safe to call twice, from any thread."""
