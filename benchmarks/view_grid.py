@@ -58,7 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=10_000)
     args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as driver:
         root = Path(tmp)
@@ -71,8 +71,8 @@ def main() -> None:
             proc, base = start_viewer(root)
             start = time.perf_counter()
             page.goto(f"{base}/run?run={run_id}")
-            page.wait_for_function(f"document.querySelectorAll('#grid tbody tr').length === {args.trials // 4}",
-                                   timeout=120_000)
+            # expect() polls from Playwright's own world: the viewer's policy forbids evaluating strings in the page.
+            expect(page.locator("#grid tbody tr")).to_have_count(args.trials // 4, timeout=120_000)
             rows.append((label, time.perf_counter() - start))
             if label.startswith("new"):
                 import httpx

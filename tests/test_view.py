@@ -191,8 +191,10 @@ def test_a_running_runs_counts_change_on_the_page_without_a_reload(results, page
             page.wait_for_selector("#run-trials")
             first = page.locator("#run-trials").inner_text()
             assert page.locator("#run-status").inner_text() == "running"
-            page.wait_for_function(f"document.querySelector('#run-trials').textContent !== {json.dumps(first)}",
-                                   timeout=60_000)
+            from playwright.sync_api import expect
+
+            # expect() polls from Playwright's own world: the page's policy forbids evaluating strings in it.
+            expect(page.locator("#run-trials")).not_to_have_text(first, timeout=60_000)
             assert page.locator("#run-trials").inner_text() != first
         finally:
             viewer.stop()

@@ -7,8 +7,11 @@ The app reads the results only, so it can watch a run another process is writing
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
+import re
 import secrets
+import socket
 import sys
 from pathlib import Path
 
@@ -16,6 +19,8 @@ from agentcompass.core.errors import UserError
 from agentcompass.view.live import register as register_viewer
 
 DEFAULT_PORT = 8765
+MIN_TOKEN_CHARS = 16  # a token anyone could guess in a few tries protects nothing
+TOKEN_CHARS = re.compile(r"[A-Za-z0-9._~-]+")  # as it travels: in a URL and a cookie, unquoted
 
 
 def register(subparsers: object) -> None:
@@ -50,6 +55,9 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
         raise UserError(f"--host {args.host} lets other machines in; add --token (a random token, printed at start) "
                         "or keep the default --host 127.0.0.1")
     token = (args.token or secrets.token_urlsafe(24)) if args.token is not None else None
+    if args.token and (len(args.token) < MIN_TOKEN_CHARS or not TOKEN_CHARS.fullmatch(args.token)):
+        raise UserError(f"--token must be at least {MIN_TOKEN_CHARS} characters of A-Z a-z 0-9 . _ ~ - "
+                        f"(got {len(args.token)}); use a longer one, or --token alone for a random one")
     try:
         import uvicorn
 
@@ -58,6 +66,7 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
         raise UserError(f"agentcompass view needs the 'agents' extra ({exc.name} is missing); "
                         "pip install 'agentcompass[agents]'") from None
     hosts = None if not loopback else ["127.0.0.1", "localhost", "::1", "[::1]"]
+    listening = bind(args.host, args.port)  # before anything starts: a busy port is one line, not uvicorn's log
     app = make_app(roots, token=token, allowed_hosts=hosts or ["*"])
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
@@ -78,8 +87,36 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     registered: list[Path | None] = []
     server.startup = announce  # type: ignore[method-assign]
     try:
-        server.run()
+        server.run(sockets=[listening])
+    except KeyboardInterrupt:  # Ctrl-C is how a viewer stops: nothing was running that needs resuming
+        pass
     finally:
+        listening.close()
         for path in filter(None, registered):
             path.unlink(missing_ok=True)
+    print("agentcompass view: stopped", file=sys.stderr)
     return 0
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The viewer's listening socket, or one line saying why there is none and what to do."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise UserError(f"--host {host} is not an address this machine can listen on ({exc.strerror}); "
+                        "use 127.0.0.1 or one of its own addresses") from None
+    listening = socket.socket(family, kind, proto)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a just-stopped viewer's port is free
+    try:
+        listening.bind(address)
+    except OSError as exc:
+        listening.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise UserError(f"port {port} on {host} is in use (another viewer?); pick another with --port N, "
+                            "or --port 0 for any free port") from None
+        if exc.errno == errno.EACCES:
+            raise UserError(f"port {port} needs privileges this user lacks; use a port above 1023 (--port "
+                            f"{DEFAULT_PORT}) or --port 0 for any free port") from None
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror}; try --host 127.0.0.1 or another --port") from None
+    return listening

@@ -4,8 +4,10 @@ Pages: `/` every run and sweep (live), `/run` one run's task x attempt grid (liv
 `/attempt` one attempt (instruction, steps, patch, verifier output, timings, logs), `/compare`
 two or more setups side by side on one task (steps aligned, first divergence marked) or, without a
 task, which setup solved which task. Nothing outside the roots is ever read: run ids are paths
-relative to a root and are checked to stay inside it, and files are served from an attempt's own
-directory only."""
+relative to a root and are checked to stay inside it, files are served from an attempt's own
+directory only, and no link is followed out of the folder a file is read from (core/safe_files.py).
+Every response says what the browser may do with it (SecurityHeaders): the pages run only the
+viewer's own script, are never framed, and are never sniffed into another type."""
 
 from __future__ import annotations
 
@@ -24,15 +26,24 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from agentcompass.core.safe_files import contained
 from agentcompass.view.catalog import Catalog, RunRef, labels_of, read_json, run_status
 from agentcompass.view.index import Indexes
-from agentcompass.view.pages import attempt_page, compare_context, solved_table
+from agentcompass.view.pages import attempt_page, compare_context, solved_table, sweep_settings
 from agentcompass.view.redact import redact
 from agentcompass.view.scores import headline
 
 HERE = Path(__file__).resolve().parent
 COOKIE = "agentcompass_view"
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
+# The viewer's pages: its own script and stylesheet only (no inline script an agent's text could become), JSON
+# fetched from itself, never framed (clickjacking), forms and <base> nowhere else.
+PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+               "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+# A report made by `agentcompass report` carries its charts' script inline (plotly): allowed to run, but it
+# reaches nothing (no fetch, no external script or image).
+REPORT_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; "
+                 "font-src data:; connect-src 'none'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'")
 
 
 def run_summary(catalog: Catalog, indexes: Indexes, run: RunRef) -> dict[str, Any]:
@@ -43,8 +54,8 @@ def run_summary(catalog: Catalog, indexes: Indexes, run: RunRef) -> dict[str, An
     figures = headline(rows, k, summary.get("tasks"))
     labels = labels_of(info)
     return {"id": run.id, "sweep": run.sweep, "name": run.path.name, "status": run_status(run.path, info), "k": k,
-            "labels": labels, "trials_expected": summary.get("trials_expected"), "report": report_link(run),
-            "started_at": info.get("started_at"), **figures}
+            "labels": labels, "settings": sweep_settings(labels), "trials_expected": summary.get("trials_expected"),
+            "report": report_link(run), "started_at": info.get("started_at"), **figures}
 
 
 def report_file(run_dir: Path) -> Path | None:
@@ -110,17 +121,17 @@ def make_app(roots: list[Path], token: str | None = None, allowed_hosts: list[st
         task, number = request.query_params.get("task", ""), request.query_params.get("n", "")
         directory = catalog.attempt_dir(run, task, int(number)) if number.isdigit() else None
         name = request.query_params.get("file", "")
-        path = (directory / name).resolve() if directory else None
-        if path is None or not path.is_relative_to(directory) or not path.is_file():
+        path = contained(directory, directory / name) if directory and name else None
+        if path is None:  # missing, or a link out of the attempt's folder (never followed)
             raise NotFound("no such file in this attempt")
         return PlainTextResponse(redact(path.read_text(encoding="utf-8", errors="replace")))
 
     async def report(request: Request) -> Response:
         run = run_of(request)
         path = report_file(run.path)
-        if path is None or not any(path.resolve().is_relative_to(root) for root in catalog.roots):
+        if path is None or not any(contained(root, path) for root in catalog.roots):
             raise NotFound("no report over this run; make one with agentcompass report")
-        return HTMLResponse(path.read_text(encoding="utf-8"))
+        return HTMLResponse(path.read_text(encoding="utf-8"), headers={"Content-Security-Policy": REPORT_POLICY})
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return HTMLResponse(f"<p>{html.escape(str(exc))}</p><p><a href='/'>all runs</a></p>", status_code=404)
@@ -130,13 +141,36 @@ def make_app(roots: list[Path], token: str | None = None, allowed_hosts: list[st
               Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_NAMES)]
     app = Starlette(routes=routes, middleware=middleware, exception_handlers={NotFound: not_found})
-    if token:
-        return TokenGate(app, token)
-    return app
+    return SecurityHeaders(TokenGate(app, token) if token else app)
 
 
 class NotFound(Exception):
     pass
+
+
+class SecurityHeaders:
+    """On every response, a refusal (401, 400, 404) included: the content security policy (a route may set its
+    own), no type sniffing (a log served as text stays text), and no URL (which may hold the token) sent on."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = message["headers"] = list(message.get("headers") or [])
+                present = {name.lower() for name, _ in headers}
+                for name, value in ((b"content-security-policy", PAGE_POLICY.encode()),
+                                    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
+                                    (b"cross-origin-opener-policy", b"same-origin")):
+                    if name not in present:
+                        headers.append((name, value))
+            await send(message)
+
+        return await self.app(scope, receive, send_with_headers)
 
 
 class TokenGate:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcompass.core.runlock import holder_of
+from agentcompass.core.safe_files import contained
 
 MAX_DEPTH = 3  # results/<run_name>/<combination>/run.json
 
@@ -24,8 +25,12 @@ class RunRef:
 
 
 def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from a file in its folder; {} when it is missing, unreadable, or a link out of that folder."""
+    real = contained(path.parent, path)
+    if real is None:
+        return {}
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(real.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
@@ -40,6 +45,8 @@ class Catalog:
         for number, root in enumerate(self.roots):
             for run_json in sorted(self.run_files(root)):
                 run_dir = run_json.parent
+                if not run_dir.resolve().is_relative_to(root):  # a linked folder leading out of the root
+                    continue
                 rel = run_dir.relative_to(root).as_posix()
                 sweep = run_dir.parent.name if run_dir != root and run_dir.parent != root.parent else ""
                 found.append(RunRef(f"{number}/{rel}" if rel != "." else f"{number}", run_dir, sweep))
@@ -52,7 +59,8 @@ class Catalog:
         out: list[Path] = []
         level = [root]
         for _ in range(MAX_DEPTH):
-            level = [d for parent in level for d in sorted(parent.iterdir()) if d.is_dir() and not d.name.startswith(".")] \
+            level = [d for parent in level for d in sorted(parent.iterdir())
+                     if d.is_dir() and not d.name.startswith(".") and d.resolve().is_relative_to(root)] \
                 if level else []
             out += [d / "run.json" for d in level if (d / "run.json").is_file()]
             level = [d for d in level if not (d / "run.json").is_file() and d.name != "tasks"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcompass.core.results import write_atomic
+from agentcompass.core.safe_files import contained
 
 INDEX_FILE = ".view-index.json"
 FORMAT = 1
@@ -52,7 +53,13 @@ class RunIndex:
     def trials_path(self) -> Path:
         return self.run_dir / "trials.jsonl"
 
+    def trials_file(self) -> Path | None:
+        """trials.jsonl, unless it is a link out of the run's folder (never followed)."""
+        return contained(self.run_dir, self.trials_path)
+
     def load_cache(self) -> None:
+        if contained(self.run_dir, self.run_dir / INDEX_FILE) is None or self.trials_file() is None:
+            return
         try:
             cached = json.loads((self.run_dir / INDEX_FILE).read_text(encoding="utf-8"))
             size = os.stat(self.trials_path).st_size
@@ -64,6 +71,8 @@ class RunIndex:
     def refresh(self) -> list[dict[str, Any]]:
         """The rows now, reading what was appended since the last call."""
         with self.lock:
+            if self.trials_file() is None:
+                return []
             try:
                 size = os.stat(self.trials_path).st_size
             except OSError:

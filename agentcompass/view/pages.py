@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+from agentcompass.core.safe_files import contained
 from agentcompass.view.catalog import Catalog, RunRef, labels_of, read_json
 from agentcompass.view.index import Indexes
 from agentcompass.view.redact import redact
@@ -17,7 +19,12 @@ INLINE_CHARS = 200_000
 LISTED_FILES = 300
 
 
-def read_text(path: Path, limit: int = INLINE_CHARS) -> str:
+def read_text(directory: Path, name: str | Path, limit: int = INLINE_CHARS) -> str:
+    """A file of the attempt, shown redacted and cut at `limit`; "" when it is not a file inside the attempt's
+    folder (a link an agent left, `leak.patch -> /etc/shadow`, is never followed)."""
+    path = contained(directory, directory / name)
+    if path is None:
+        return ""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read(limit + 1)
@@ -44,17 +51,35 @@ def diff_lines(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def attempt_files(directory: Path, under: str = "") -> list[str]:
+    """The attempt's files (relative names, sorted), links that stay inside it included; no link is walked into."""
+    top = directory / under
+    if top.is_symlink():  # os.walk would start inside whatever it points at
+        return []
+    found = []
+    for root, dirs, names in os.walk(top):  # and enters no linked folder below
+        for name in names:
+            path = Path(root, name)
+            # A plain file met this way is inside; only a link needs resolving.
+            if (path.is_file() and not path.is_symlink()) or contained(directory, path) is not None:
+                found.append(path.relative_to(directory).as_posix())
+    return sorted(found)
+
+
 def patch_of(directory: Path) -> tuple[str, str] | None:
-    candidates = [directory / name for name in PATCH_FILES] + sorted(directory.glob("artifacts/**/*.patch"))
-    for path in candidates:
-        if path.is_file() and path.stat().st_size:
-            return path.relative_to(directory).as_posix(), read_text(path)
+    candidates = list(PATCH_FILES) + [name for name in attempt_files(directory, "artifacts") if name.endswith(".patch")]
+    for name in candidates:
+        path = contained(directory, directory / name)
+        if path is not None and path.stat().st_size:
+            return name, read_text(directory, name)
     return None
 
 
 def instruction_of(directory: Path) -> str:
     """The task as the agent saw it: the first user message of its trajectory, where one was kept."""
     for traj in sorted(directory.glob("*.traj.json")):
+        if contained(directory, traj) is None:
+            continue
         try:
             messages = json.loads(traj.read_text(encoding="utf-8")).get("messages") or []
         except (OSError, ValueError, AttributeError):
@@ -80,32 +105,41 @@ def attempt_page(run: RunRef, directory: Path, task: str, number: int) -> dict[s
     trial = read_json(directory / "result.json")
     steps = redacted(steps_of(directory, labels.get("harness")))
     patch = patch_of(directory)
-    files = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())[:LISTED_FILES]
+    files = attempt_files(directory)[:LISTED_FILES]
     details = trial.get("details") or {}
     return {
         "run": {"id": run.id, "name": run.path.name, "labels": labels}, "task": task, "number": number, "trial": trial,
         "instruction": instruction_of(directory), "steps": steps,
         "patch": None if patch is None else {"file": patch[0], "lines": diff_lines(patch[1])},
-        "verifier": [(name, read_text(directory / name)) for name in VERIFIER_FILES if (directory / name).is_file()],
+        "verifier": [(name, read_text(directory, name)) for name in VERIFIER_FILES if contained(directory, directory / name)],
         "details": redact(json.dumps(details, indent=1, default=str)) if details else "",
         "tampered": bool(details.get("tampering") or details.get("tampered") or details.get("verifier_paths_touched")),
-        "agent_log": read_text(directory / "agent.log", 50_000) if (directory / "agent.log").is_file() else "",
+        "tampered_evidence": [redact(str(e)) for e in details.get("tampered") or []],
+        "agent_log": read_text(directory, "agent.log", 50_000),
         "files": files, "timings": trial.get("timings") or {}, "usage": trial.get("usage") or {},
     }
 
 
 def setup_label(run: RunRef) -> str:
     labels = labels_of(read_json(run.path / "run.json"))
-    parts = [labels.get("model"), labels.get("reasoning"), labels.get("harness")]
+    parts = [labels.get("model"), labels.get("reasoning"), labels.get("harness"), sweep_settings(labels)]
     return " · ".join(str(p) for p in parts if p) or run.path.name
+
+
+def sweep_settings(labels: dict[str, Any]) -> str:
+    """What a sweep job set beyond the model, tier, harness and env (`run.k=2`): two jobs that differ only
+    there would otherwise look the same. The tier is shown on its own already."""
+    parts = [p for p in str(labels.get("suffix") or "").split(",") if p and not p.startswith("model.reasoning=")]
+    return ",".join(parts)
 
 
 def compare_context(runs: list[RunRef], task: str, catalog: Catalog) -> dict[str, Any]:
     """Each setup's attempts at one task; steps of the first attempts aligned, the first divergence marked."""
     columns = []
     for run in runs:
-        attempts = sorted((int(p.name.removeprefix("attempt-")) for p in (run.path / "tasks" / task).glob("attempt-*")
-                           if p.name.removeprefix("attempt-").isdigit()))
+        task_dir = run.path / "tasks" / task
+        listed = task_dir.glob("attempt-*") if task_dir.resolve().is_relative_to(run.path) else []
+        attempts = sorted((int(p.name.removeprefix("attempt-")) for p in listed if p.name.removeprefix("attempt-").isdigit()))
         number = attempts[0] if attempts else None
         directory = catalog.attempt_dir(run, task, number) if number else None
         trial = read_json(directory / "result.json") if directory else {}

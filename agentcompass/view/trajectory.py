@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+from agentcompass.core.safe_files import contained
+
 OUTPUT_CHARS = 20_000  # per command output on the page; the file keeps all of it
 
 
@@ -49,7 +51,7 @@ def text_of(content: Any) -> str:
 
 def mini_swe_agent(directory: Path) -> list[dict[str, Any]] | None:
     """mini-swe-agent's `<task>.traj.json`: assistant messages with tool calls, then tool messages."""
-    found = sorted(directory.glob("*.traj.json"))
+    found = [p for p in sorted(directory.glob("*.traj.json")) if contained(directory, p)]
     if not found:
         return None
     try:
@@ -81,8 +83,8 @@ def mini_swe_agent(directory: Path) -> list[dict[str, Any]] | None:
 
 def claude_code(directory: Path) -> list[dict[str, Any]] | None:
     """Claude Code's stream-json events: assistant messages with tool_use blocks, user messages with tool_result."""
-    path = directory / "claude_code.jsonl"
-    if not path.is_file():
+    path = contained(directory, directory / "claude_code.jsonl")
+    if path is None:
         return None
     steps: list[dict[str, Any]] = []
     pending: dict[str, dict[str, Any]] = {}
@@ -113,8 +115,8 @@ def claude_code(directory: Path) -> list[dict[str, Any]] | None:
 
 def opencode(directory: Path) -> list[dict[str, Any]] | None:
     """opencode's `run --format json` events: text and tool_use parts, a step_finish closing each turn."""
-    path = directory / "opencode.jsonl"
-    if not path.is_file():
+    path = contained(directory, directory / "opencode.jsonl")
+    if path is None:
         return None
     steps: list[dict[str, Any]] = [step()]
     for event in json_lines(path):
@@ -137,8 +139,8 @@ def opencode(directory: Path) -> list[dict[str, Any]] | None:
 
 def codex(directory: Path) -> list[dict[str, Any]] | None:
     """codex's `exec --json` events: completed items (agent messages, reasoning, command executions) per turn."""
-    path = directory / "codex.jsonl"
-    if not path.is_file():
+    path = contained(directory, directory / "codex.jsonl")
+    if path is None:
         return None
     steps: list[dict[str, Any]] = [step()]
     for event in json_lines(path):
@@ -177,7 +179,8 @@ def steps_of(directory: Path, harness: str | None) -> list[dict[str, Any]]:
         if found:
             steps = found
             break
-    calls = json_lines(directory / "model_calls.jsonl") if (directory / "model_calls.jsonl").is_file() else []
+    calls_file = contained(directory, directory / "model_calls.jsonl")  # no link out of the attempt is followed
+    calls = json_lines(calls_file) if calls_file is not None else []
     calls = [c for c in calls if c.get("status", "ok") == "ok"]
     for number, (item, call) in enumerate(zip(steps, calls + [None] * max(0, len(steps) - len(calls)))):
         item["number"] = number + 1

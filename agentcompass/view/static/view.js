@@ -16,7 +16,7 @@ async function getJSON(url) {
 
 function setupName(r) {
   const l = r.labels || {};
-  return [l.model, l.reasoning, l.harness, l.env].filter(Boolean).join(" · ") || r.name;
+  return [l.model, l.reasoning, l.harness, l.env, r.settings].filter(Boolean).join(" · ") || r.name;
 }
 
 function errorsText(r) {
@@ -101,3 +101,8 @@ async function watchRun(runId) {
   await tick();
   setInterval(() => tick().catch(console.error), REFRESH_MS);
 }
+
+// Started from here, not from an inline script: the content security policy allows this file's script only.
+if (document.getElementById("runs")) watchRuns();
+const grid = document.getElementById("grid");
+if (grid) watchRun(grid.dataset.run);
