@@ -11,6 +11,7 @@ import pytest
 from agentcompass.core.sandbox import TRUNCATION_MARK
 from gcp_vms import calls, containers, provider, sandbox, spec, sshd  # noqa: F401  (fixtures)
 from gcp_vms import fake as fake  # noqa: F401,PLC0414  (fixture)
+from link_attacks import assert_download_follows_no_link
 
 
 # -- exec and files over real SSH -------------------------------------------------------------------
@@ -57,6 +58,10 @@ def test_upload_and_download_files_and_directories(sandbox, tmp_path):
     assert (tmp_path / "b.txt").read_text() == "alpha\n"
     with pytest.raises(FileNotFoundError):
         sandbox.download("/logs/agent/missing.json", tmp_path / "missing.json")
+
+
+def test_a_download_follows_no_link_the_agent_made(sandbox, tmp_path):
+    assert_download_follows_no_link(sandbox, tmp_path)
 
 
 def test_close_deletes_the_vm_and_its_container_once(fake, sshd):

@@ -17,9 +17,9 @@ import pytest
 from agentcompass.core.safe_files import extract_tree
 from agentcompass.formats.integrity import clear_on_host
 from harbor_factory import add_toml, make_recipe, make_task
+from link_attacks import SECRET, assert_download_follows_no_link, everything_under
 from local_sandbox import sandbox  # noqa: F401 (a fixture)
 
-SECRET = "host-secret-7f3a91"  # what a host file outside every sandbox holds
 # The tests want a value the agent cannot know: no honest solution passes, so only the count is at stake.
 IMPOSSIBLE = 'if [ "$(cat /app/answer.txt 2>/dev/null)" = "$(head -c 16 /dev/urandom | od -An -tx1)" ]; ' \
              "then echo 1; else echo 0; fi > /logs/verifier/reward.txt"
@@ -41,22 +41,6 @@ def archive(entries: list[tuple[str, str, str]]) -> tarfile.TarFile:
             tar.addfile(info, io.BytesIO(data))
     buffer.seek(0)
     return tarfile.open(fileobj=buffer)
-
-
-def everything_under(root: Path) -> dict[str, str]:
-    """Every entry under root: a link as `-> target`, a file as its text."""
-    seen = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(folder, name)
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                seen[rel] = "-> " + os.readlink(path)
-            elif path.is_file():
-                seen[rel] = path.read_text(errors="replace")
-            else:
-                seen[rel] = ""  # a folder
-    return seen
 
 
 def test_the_extractor_refuses_every_member_that_leaves_the_tree(tmp_path):
@@ -92,18 +76,9 @@ def test_a_top_that_is_a_link_is_refused_whole(tmp_path):
 def test_the_local_host_copy_follows_no_link(sandbox, tmp_path):
     """The local provider's download of what the agent left: a link to a host file, a folder replaced by a link
     to a host folder, a parent replaced by one: nothing of the host's is copied, each refusal is reported."""
-    host = tmp_path / "host-only"
-    host.mkdir()
-    (host / "secret-file").write_text(SECRET)
-    plant = ("mkdir -p /logs/artifacts/sub && echo kept > /logs/artifacts/sub/a.txt && ln -s a.txt /logs/artifacts/sub/b"
-             ' && ln -s "$HOST/secret-file" /logs/artifacts/x && ln -s "$HOST" /logs/agent/dir && ln -s "$HOST" /tmp/outside')
-    # The host path by the environment: isolation none rewrites /tmp/... in a command to its own workspace.
-    assert sandbox.exec(plant, env={"HOST": str(host)}).exit_code == 0
-    results = tmp_path / "results"
-    refused = sandbox.download("/logs/artifacts", results / "artifacts")
-    assert refused == [f"/logs/artifacts/x: a link to {host}/secret-file, out of the copied tree (not followed, not copied)"]
-    assert everything_under(results) == {"artifacts": "", "artifacts/sub": "", "artifacts/sub/a.txt": "kept\n",
-                                         "artifacts/sub/b": "-> a.txt"}
+    assert_download_follows_no_link(sandbox, tmp_path)
+    host, results = tmp_path / "host-only", tmp_path / "results"
+    assert sandbox.exec('ln -s "$HOST" /logs/agent/dir && ln -s "$HOST" /tmp/outside', env={"HOST": str(host)}).exit_code == 0
     assert sandbox.download("/logs/agent", results / "agent") == [
         f"/logs/agent/dir: a link to {host}, out of the copied tree (not followed, not copied)"]
     assert sandbox.download("/tmp/outside/secret-file", results / "through") == [

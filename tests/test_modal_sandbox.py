@@ -14,6 +14,7 @@ from agentcompass.core.sandbox import TRUNCATION_MARK
 from agentcompass.core.task import LIFETIME_MARGIN_S, Task
 from modal_sdk import calls, needs_bwrap, provider, real_modal, sandbox, spec  # noqa: F401  (fixtures)
 from modal_sdk import fake as fake  # noqa: F401,PLC0414  (fixture)
+from link_attacks import assert_download_follows_no_link
 
 pytestmark = needs_bwrap
 
@@ -99,6 +100,10 @@ def test_upload_and_download_files_and_directories(sandbox, tmp_path):
     assert (tmp_path / "b.txt").read_text() == "alpha\n"
     with pytest.raises(FileNotFoundError):
         sandbox.download("/logs/agent/missing.json", tmp_path / "missing.json")
+
+
+def test_a_download_follows_no_link_the_agent_made(sandbox, tmp_path):
+    assert_download_follows_no_link(sandbox, tmp_path)
 
 
 # -- the sandbox's lifetime ------------------------------------------------------------------------
