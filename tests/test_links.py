@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from agentcompass.core.errors import AgentError
 from agentcompass.core.safe_files import extract_tree
+from agentcompass.core.sandbox import read_whole
 from agentcompass.formats.integrity import clear_on_host
 from harbor_factory import add_toml, make_recipe, make_task
 from link_attacks import SECRET, assert_download_follows_no_link, everything_under
@@ -97,6 +99,13 @@ def test_clearing_the_verifiers_paths_on_the_host_never_removes_through_a_link(s
     assert found == ["/logs/verifier"]
     assert (host / "reward.txt").read_text() == "keep me"
     assert sandbox.host_path("/logs/verifier").is_dir() and not sandbox.host_path("/logs/verifier").is_symlink()
+
+
+def test_a_file_read_whole_that_is_a_link_is_the_agents_error_not_infra(sandbox):
+    """A SWE-bench patch or a mini-swe-agent submission the agent replaced with a link: counted as its failure."""
+    assert sandbox.exec("ln -s /etc/shadow /tmp/submission.txt").exit_code == 0
+    with pytest.raises(AgentError, match="/tmp/submission.txt: a link to /etc/shadow"):
+        read_whole(sandbox, "/tmp/submission.txt")
 
 
 # -- whole runs: impossible Harbor tasks whose "solution" plants links, and an honest control -------------------

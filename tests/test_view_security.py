@@ -4,6 +4,7 @@ out of the run's, out of the served root; the headers every response carries; th
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -53,6 +54,12 @@ def planted(tmp_path_factory) -> dict[str, Path]:
     (other_attempt / "stolen.patch").write_text(f"+{SECRET}\n")
     linked = run_dir / "tasks" / "fix-backup-script" / "attempt-1"
     (linked / "artifacts").symlink_to(other_attempt)
+    # An attempt the runner failed for a planted link: the page says so, with the evidence.
+    tampered = run_dir / "tasks" / "git-revert-bad-commit" / "attempt-1" / "result.json"
+    record = json.loads(tampered.read_text())
+    record.update(status="failed", message="tampered: /logs/artifacts/x: a link to /etc/shadow",
+                  details={"tampered": ["/logs/artifacts/x: a link to /etc/shadow, out of the copied tree"]})
+    tampered.write_text(json.dumps(record))
     # An honest attempt beside it: a real patch, and a link to it inside the attempt (as an agent's artifact may be).
     honest = run_dir / "tasks" / "csv-sales-report" / "attempt-1"
     (honest / "patch.diff").write_text(HONEST_PATCH)
@@ -91,6 +98,12 @@ def test_no_link_out_of_an_attempts_folder_is_ever_followed(viewer, planted):
     assert SECRET not in linked and "stolen.patch" not in linked and "no patch file in this attempt" in linked
     stolen = get(f"{viewer.base}/file?run={run_id}&task=fix-backup-script&n=1&file=artifacts/stolen.patch")
     assert stolen.status_code == 404 and SECRET not in stolen.text
+
+
+def test_a_tampered_attempt_shows_its_evidence(viewer, planted):
+    page_html = get(attempt_url(viewer, planted, "git-revert-bad-commit")).text
+    banner = page_html.split('id="tampered">')[1].split("</p>")[0]
+    assert "the attempt is failed" in banner and "/logs/artifacts/x: a link to /etc/shadow" in banner
 
 
 def test_a_run_folder_linked_from_outside_the_root_is_not_listed(viewer, planted):
