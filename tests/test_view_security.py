@@ -65,8 +65,16 @@ def planted(tmp_path_factory) -> dict[str, Path]:
     (honest / "patch.diff").write_text(HONEST_PATCH)
     (honest / "artifacts").mkdir(exist_ok=True)
     (honest / "artifacts" / "same.patch").symlink_to("../patch.diff")
-    # A run folder of the root that is a link to the run outside it.
+    # A run folder of the root that is a link to the run outside it, and a run whose own files link out of it.
     (served / "demo" / "linked-run").symlink_to(other)
+    with open(other / "trials.jsonl", "a") as trials:
+        trials.write(json.dumps({"task_id": SECRET, "attempt": 1, "status": "passed"}) + "\n")
+    (other / "summary.json").write_text(json.dumps({"tasks": 1, "note": SECRET}))
+    ghost = served / "ghosts" / "ghost"
+    ghost.mkdir(parents=True)
+    (ghost / "run.json").write_text((run_dir / "run.json").read_text())
+    for name in ("trials.jsonl", "summary.json"):
+        (ghost / name).symlink_to(other / name)
     return {"served": served, "run": run_dir, "other": other}
 
 
@@ -106,10 +114,12 @@ def test_a_tampered_attempt_shows_its_evidence(viewer, planted):
     assert "the attempt is failed" in banner and "/logs/artifacts/x: a link to /etc/shadow" in banner
 
 
-def test_a_run_folder_linked_from_outside_the_root_is_not_listed(viewer, planted):
-    runs = get(viewer.base + "/api/runs").json()["runs"]
-    assert [r["name"] for r in runs] == [planted["run"].name]
+def test_no_run_file_is_read_through_a_link_out_of_its_run(viewer, planted):
+    listing = get(viewer.base + "/api/runs")
+    assert sorted(r["name"] for r in listing.json()["runs"]) == sorted([planted["run"].name, "ghost"])
     assert get(viewer.base + "/run?run=0/demo/linked-run").status_code == 404
+    rows = get(viewer.base + "/api/rows?run=0/ghosts/ghost")  # its trials.jsonl and summary.json lead out of it
+    assert rows.status_code == 200 and rows.json()["rows"] == [] and SECRET not in rows.text + listing.text
 
 
 def test_an_honest_patch_and_a_link_inside_the_attempt_are_shown(viewer, planted):
