@@ -24,7 +24,9 @@ import pytest
 from agentcompass.core.errors import UserError
 from agentcompass.core.sandbox import SandboxSpec
 from agentcompass.providers.local import network
+from agentcompass.providers.local.procs import REAPER
 from agentcompass.providers.local.provider import LocalProvider
+from agentcompass.providers.remote import EXEC_MARK
 from harbor_factory import add_toml, make_recipe, make_task
 from local_sandbox import HAS_BWRAP, HAS_PASTA, server_in_own_network_namespace
 
@@ -153,6 +155,20 @@ def test_an_internet_task_cannot_reach_the_hosts_loopback_but_reaches_the_forwar
         gateway_call = box.exec(HTTP_GET.format(f"http://127.0.0.1:{gateway}/"), timeout=30)
     assert leaked.exit_code != 0 and secret not in leaked.stdout, leaked
     assert gateway_call.exit_code == 0 and "gateway answers" in gateway_call.stdout, gateway_call
+    assert our_pastas() == [], "pasta outlived its command"
+
+
+def our_pastas() -> list[int]:
+    """pasta processes this test process started (they carry its reaper's mark)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if (entry / "comm").read_text().startswith("pas") and \
+                    f"{EXEC_MARK}={REAPER.token}-".encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_a_task_without_internet_reaches_only_the_forwarded_port(boxes):
