@@ -4,11 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages: bubblewrap (local isolation), debootstrap (the base image), docker.io (engine),
+# System packages: bubblewrap (local isolation), passt (pasta: the network of internet-enabled local tasks), debootstrap (the base image), docker.io (engine),
 # chromium (opens report.html headless), openssh-server (the gcp provider's SSH path runs against a local sshd),
 # tmux (Terminal-Bench's shells on --env local), npm (bundles the opencode/claude_code/codex CLIs for sandboxes).
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v pasta >/dev/null || missing+=(passt)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v chromium >/dev/null || missing+=(chromium)
 test -x /usr/sbin/sshd || missing+=(openssh-server)

@@ -20,11 +20,12 @@ import pytest
 import structlog
 
 from agentcompass.core.errors import InfraError, SandboxLost, UserError
-from agentcompass.providers.local.provider import REMOVER, LocalProvider, LocalSandbox, python_environment
+from agentcompass.providers.local.binds import python_environment
+from agentcompass.providers.local.provider import REMOVER, LocalProvider, LocalSandbox
 from agentcompass.core.sandbox import SandboxSpec
 from conftest import IN_CI, REPO, make_venv
 from harbor_factory import make_recipe, make_task
-from local_sandbox import HAS_BWRAP, RUNNER, sandbox  # noqa: F401 (a fixture)
+from local_sandbox import HAS_BWRAP, HAS_PASTA, RUNNER, sandbox, server_in_own_network_namespace  # noqa: F401 (a fixture)
 
 def test_workdir_maps_onto_the_workspace(sandbox):
     result = sandbox.exec("pwd && echo hello > note.txt && cat /app/note.txt")
@@ -62,19 +63,24 @@ def test_env_is_clean_and_task_env_applies(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed")
 def test_bwrap_blocks_writes_outside_the_workspace(tmp_path):
-    # Not under /tmp: the sandbox has a private /tmp, so that would not test the read-only root.
+    # Not under /tmp: the sandbox has a private /tmp, so that would not test the host.
     outside = Path(tempfile.mkdtemp(dir="/var/tmp"))
     provider = LocalProvider(isolation="bwrap", root=str(tmp_path / "ws"))
     box = provider.open(SandboxSpec(name="t"))
+    shown = Path(tempfile.mkdtemp(prefix="agentcompass-test-", dir="/usr/local"))  # a folder the sandbox does see
     try:
-        result = box.exec(f"echo x > {outside}/escape.txt")
+        hidden = box.exec(f"echo x > {outside}/escape.txt")
+        seen = box.exec(f"echo x > {shown}/escape.txt")
+        top = box.exec("echo x > /escape.txt")
         tmp_result = box.exec("echo y > /tmp/private.txt && ls /tmp")
     finally:
         box.close()
-    escaped = (outside / "escape.txt").exists()
-    shutil.rmtree(outside)
-    assert result.exit_code != 0
-    assert "Read-only file system" in result.stderr
+        escaped = [p for p in (outside / "escape.txt", shown / "escape.txt") if p.exists()]
+        shutil.rmtree(outside)
+        shutil.rmtree(shown)
+    assert hidden.exit_code != 0 and "No such file or directory" in hidden.stderr  # /var is not there at all
+    assert seen.exit_code != 0 and "Read-only file system" in seen.stderr
+    assert top.exit_code != 0 and "Read-only file system" in top.stderr
     assert not escaped
     # The sandbox's /tmp is its own: what it wrote, plus (read-only) the Python environment
     # agentcompass runs from when that lives under /tmp, as in CI's fresh venv.
@@ -82,27 +88,24 @@ def test_bwrap_blocks_writes_outside_the_workspace(tmp_path):
     assert tmp_result.exit_code == 0 and set(tmp_result.stdout.split()) == {"private.txt"} | python_under_tmp
 
 
-@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap not installed")
+@pytest.mark.skipif(not HAS_BWRAP or not HAS_PASTA, reason="bubblewrap or pasta (passt) not installed")
 def test_bwrap_blocks_network_unless_allowed(tmp_path):
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    port = server.getsockname()[1]
-    probe = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('connected')\""
-    try:
+    """Without internet no network at all; with it, outbound through pasta to a server outside this host's
+    own network namespace (one the test makes). The host's loopback is out of reach either way: see
+    test_local_attacks.py."""
+    probe = "python3 -c \"import socket, sys; print(socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).recv(64).decode())\" {} {}"
+    with server_in_own_network_namespace() as (address, port):
         provider = LocalProvider(isolation="bwrap", root=str(tmp_path))
         closed = provider.open(SandboxSpec(name="a", allow_internet=False))
         opened = provider.open(SandboxSpec(name="b", allow_internet=True))
         try:
-            blocked = closed.exec(probe, timeout=30)
-            allowed = opened.exec(probe, timeout=30)
+            blocked = closed.exec(probe.format(address, port), timeout=30)
+            allowed = opened.exec(probe.format(address, port), timeout=30)
         finally:
             closed.close()
             opened.close()
-    finally:
-        server.close()
-    assert blocked.exit_code != 0 and "connected" not in blocked.stdout
-    assert allowed.exit_code == 0 and "connected" in allowed.stdout
+    assert blocked.exit_code != 0 and "hello from outside" not in blocked.stdout
+    assert allowed.exit_code == 0 and "hello from outside" in allowed.stdout, allowed
 
 
 def test_task_needing_an_image_names_env_docker(tmp_path):

@@ -46,6 +46,9 @@ def local_readiness(settings: dict[str, Any], live: bool, config_source: str = "
                             "(apt-get install bubblewrap isolates them)")
         return report
     report.facts.append(f"bubblewrap: {bwrap}")
+    pasta = shutil.which("pasta")  # the network of internet-enabled tasks; without it they are refused, the rest run
+    report.facts.append(f"pasta: {pasta}" if pasta else "pasta (apt-get install passt) is not installed: "
+                        "tasks that allow internet are refused")
     if live:
         try:
             probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",

@@ -297,6 +297,7 @@ class Gateway:
         if isinstance(inner, LocalSandbox):
             if inner.isolation == "bwrap" and not inner.spec.allow_internet:
                 raise UserError(local_offline_refusal(inner.spec.name))
+            inner.forward_host_port(self.port)  # bwrap's network namespace reaches this one port of the host's loopback
             return "127.0.0.1" if self.host in ("0.0.0.0", "::", "localhost") else self.host
         if isinstance(inner, DockerSandbox):
             return self._docker_host_for(inner)

@@ -1,22 +1,20 @@
 """The local provider: trials run on this machine, each in its own workspace.
 
 Every sandbox path maps to `<workspace>/fs/<path>` (the task's workdir, /tests, /logs, ...).
-With bubblewrap the sandbox sees those folders at their real paths over a read-only host
-root, with a private /tmp, the home directories (and any path listed in `hide`) behind empty
-folders, and no network unless the task allows it; the Python environment agentcompass runs
-from stays visible read-only wherever it lives. Without it (isolation `none`) commands are plain
+With bubblewrap the sandbox sees those folders at their real paths, a private /tmp among them,
+over an allowlist of the host read-only (its programs and libraries, a sanitized /etc, the Python
+environment agentcompass runs from: agentcompass.providers.local.binds), and a network namespace
+of its own, connected by pasta when the task allows internet (agentcompass.providers.local.network).
+Without it (isolation `none`) commands are plain
 subprocesses and absolute sandbox paths in commands and staged text files are rewritten to the
 workspace, which is enough for well-behaved tasks and hides nothing.
 """
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import functools
 import getpass
 import os
-import queue
 import re
 import shutil
 import sys
@@ -26,10 +24,12 @@ import time
 from pathlib import Path
 from typing import Literal
 
-import structlog
-
 from agentcompass.core.errors import InfraError, SandboxLost, UserError
+from agentcompass.providers.local import network
+from agentcompass.providers.local.binds import (capability_args, etc_binds, python_binds, system_binds,
+                                                visible_from_host)
 from agentcompass.providers.local.procs import REAPER, Command, Finished
+from agentcompass.providers.local.workspace import REMOVER
 from agentcompass.providers.remote import EXEC_MARK
 from agentcompass.core.readiness import local_readiness
 from agentcompass.core.safe_files import copy_tree
@@ -43,82 +43,8 @@ BWRAP_SETUP_TRIES = 5  # set-ups of one command tried before bubblewrap's failur
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _notice_lock = threading.Lock()
 _notice_shown = False
-log = structlog.get_logger("agentcompass")
 
 
-class WorkspaceRemover:
-    """Deletes closed workspaces on a background thread, off the trials' critical path.
-
-    Removing a directory tree costs more than everything else a tiny trial does; the
-    sandbox is already dead when its workspace is queued here, and the queue is drained
-    before the process exits, so nothing is left behind.
-    """
-
-    def __init__(self) -> None:
-        self._queue: queue.Queue[Path] = queue.Queue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def remove(self, path: Path) -> None:
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="workspace-remover", daemon=True)
-                self._thread.start()
-                atexit.register(self.drain)
-        self._queue.put(path)
-
-    def _loop(self) -> None:
-        while True:
-            path = self._queue.get()
-            try:
-                self._remove(path)
-            finally:
-                self._queue.task_done()
-
-    @staticmethod
-    def _remove(path: Path) -> None:
-        failures: list[tuple[str, BaseException]] = []
-
-        def record(function: object, failed: str, exc_info: tuple) -> None:
-            if not isinstance(exc_info[1], FileNotFoundError):  # already gone (a second close) is the goal
-                failures.append((failed, exc_info[1]))
-
-        shutil.rmtree(path, onerror=record)
-        if failures:
-            failed, error = failures[0]
-            log.warning("cannot remove a closed workspace; delete it by hand", path=str(path), failed=failed,
-                        error=str(error), failures=len(failures))
-
-    def drain(self) -> None:
-        self._queue.join()
-
-
-REMOVER = WorkspaceRemover()
-os.register_at_fork(after_in_child=REMOVER.__init__)  # a worker process (agentcompass.core.shards) starts its own thread
-
-
-@functools.lru_cache(maxsize=1)
-def host_root_binds() -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """bwrap arguments that show the host's top-level folders read-only (symlinks as symlinks)."""
-    binds = []
-    for entry in sorted(os.listdir("/")):
-        host = Path("/") / entry
-        if entry in {"proc", "dev", "tmp"}:
-            continue
-        if host.is_symlink():
-            binds.append((entry, ("--symlink", os.readlink(host), str(host))))
-        elif host.is_dir():
-            binds.append((entry, ("--ro-bind", str(host), str(host))))
-    return tuple(binds)
-
-
-@functools.lru_cache(maxsize=1)
-def python_environment() -> tuple[str, ...]:
-    """Where the running interpreter and its packages live (a venv and the install it was made
-    from): commands a user points at this Python must find it inside the sandbox."""
-    places = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
-              str(Path(os.path.realpath(sys.executable)).parents[1])}
-    return tuple(sorted({os.path.abspath(p) for p in places} | {os.path.realpath(p) for p in places}))
 
 
 def hidden_paths(listed: list[str]) -> tuple[str, ...]:
@@ -137,10 +63,6 @@ def hidden_paths(listed: list[str]) -> tuple[str, ...]:
 def own_user_names() -> set[str]:
     """The names a task may give for the user agentcompass runs as: its name and uid (root also as 0)."""
     return {getpass.getuser(), str(os.getuid())}
-
-
-def is_under(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 class LocalProvider:
@@ -204,6 +126,9 @@ class LocalProvider:
         uncapped_storage(spec, "local", "a host directory has no size")
         if "no-network" in spec.network_modes and self.isolation != "bwrap":
             raise refusal(spec, "local", 'network_mode = "no-network"', "isolation 'none' cannot cut the network")
+        online = spec.allow_internet or "public" in spec.network_modes
+        if online and self.isolation == "bwrap" and not network.has_user_networking():
+            raise UserError(f"task '{spec.name}': {network.MISSING}")
 
     def open(self, spec: SandboxSpec) -> "LocalSandbox":
         self.check(spec)
@@ -223,6 +148,7 @@ class LocalSandbox:
         self.hidden = hidden
         self.fs = workspace / "fs"
         self._commands: set[Command] = set()
+        self._forwarded_ports: set[int] = set()
         self._lock = threading.Lock()
         self._closed = False
         # New top-level folders appear only through upload; these exist from the start
@@ -254,26 +180,36 @@ class LocalSandbox:
         return {**base, **self.spec.env, **(env or {})}
 
     def _bwrap_argv(self, cwd: str) -> list[str]:
-        argv = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        """The sandbox's view, built from the allowlist (agentcompass.providers.local.binds): system trees and
+        a sanitized /etc read-only, the Python environment read-only, the workspace's folders writable, a
+        network namespace of its own; the rest of the host is not there to read or connect to."""
+        argv = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+                *capability_args()]
         mine = {p.name for p in self.fs.iterdir()}
-        for entry, args in host_root_binds():
-            if entry not in mine:
-                argv += args
+        for args in (*system_binds(), *etc_binds(self._resolv_conf())):
+            argv += args
         argv += ["--proc", "/proc", "--dev", "/dev"]
-        # Under one of the workspace's folders a path is the workspace's own (and /tmp is private).
-        for path in self.hidden:
-            if Path(path).parts[1] not in mine:
-                argv += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
         for name in sorted(mine):
             argv += ["--bind", str(self.fs / name), f"/{name}"]
-        for path in python_environment():
-            top = Path(path).parts[1] if path != "/" else ""
-            if top == "tmp" or (top not in mine and any(is_under(path, hidden) for hidden in self.hidden)):
-                argv += ["--ro-bind", path, path]
-        if not self.spec.allow_internet:
-            argv.append("--unshare-net")
-        argv += ["--chdir", cwd, "--clearenv"]
+        for args in python_binds():
+            argv += args
+        # What the user listed in `hide` (under one of the workspace's folders a path is the workspace's own).
+        for path in self.hidden:
+            if Path(path).parts[1] not in mine and visible_from_host(path):
+                argv += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
+        # The root itself (bwrap's tmpfs) read-only too: a write outside the workspace fails, as on the host.
+        argv += ["--remount-ro", "/", "--chdir", cwd]
         return argv
+
+    def _resolv_conf(self) -> str | None:
+        """The sandbox's own resolv.conf when the host's names a resolver on its loopback (see network)."""
+        dns = network.dns_forward() if self.spec.allow_internet else None
+        if dns is None:
+            return None
+        path = self.workspace / "resolv.conf"  # beside fs/, so never visible as a sandbox path
+        if not path.exists():
+            path.write_text(dns.resolv_conf)
+        return str(path)
 
     def exec(
         self, cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None, timeout: float | None = None,
@@ -300,43 +236,92 @@ class LocalSandbox:
 
     def _run_in_bwrap(self, cmd: str, cwd: str, env: dict[str, str], timeout: float | None) -> tuple[Finished, bool]:
         """Run cmd under bubblewrap; also whether it began. bwrap can fail to set the sandbox up (a host mount
-        under a read-only bind changing, such as a docker container's under /var): a wrapper writes one byte
-        on a pipe before it execs the command, so that failure is told from the command's own exit 1
-        (stderr cannot tell it: the command may print anything)."""
-        began_r, began_w = os.pipe()
+        under a read-only bind changing): a wrapper writes one byte on a pipe before it execs the command, so
+        that failure is told from the command's own exit 1 (stderr cannot tell it: the command may print anything).
+
+        The environment is bwrap's own (it passes it on; no --setenv), so no key or value of it is in any
+        process's arguments on the host. With internet, bwrap waits on a pipe until pasta has connected
+        its network namespace, so the command never starts without its network."""
         argv = self._bwrap_argv(cwd)
-        for key, value in env.items():
-            argv += ["--setenv", key, value]
+        online = self.spec.allow_internet or bool(self._forwarded_ports)
+        began_r, began_w = os.pipe()
+        info_r, info_w = os.pipe() if online else (-1, -1)
+        block_r, block_w = os.pipe() if online else (-1, -1)
+        if online:
+            argv += ["--info-fd", str(info_w), "--block-fd", str(block_r)]
         argv += ["bash", "-c", f'printf x >&{began_w}; exec {began_w}>&-; exec bash -c "$0"', cmd]
+        mark = REAPER.new_mark() if online else ""
+        daemon = None
         try:
-            done = self._run(argv, None, env, None, timeout, pass_fds=(began_w,))
-        finally:
-            os.close(began_w)
-        try:
-            os.set_blocking(began_r, False)
-            began = bool(os.read(began_r, 1))
-        except BlockingIOError:
-            began = False
+            try:
+                command = self._start(argv, env, pass_fds=tuple(fd for fd in (began_w, info_w, block_r) if fd >= 0))
+            finally:
+                for fd in (began_w, info_w, block_r):
+                    if fd >= 0:
+                        os.close(fd)
+            if online:
+                try:
+                    daemon = self._connect(command, info_r, block_w, mark)
+                finally:
+                    os.close(info_r)
+                    os.close(block_w)  # without a byte written (bwrap failed), bwrap goes on and ends
+            done = self._finish(command, timeout)
+            try:
+                os.set_blocking(began_r, False)
+                began = bool(os.read(began_r, 1))
+            except BlockingIOError:
+                began = False
         finally:
             os.close(began_r)
+            if online:
+                network.disconnect(daemon, mark)
         return done, began
 
-    def _run(self, argv: list[str], host_cwd: Path | None, env: dict[str, str], mark: str | None,
-             timeout: float | None, pass_fds: tuple[int, ...] = ()) -> Finished:
+    def _connect(self, command: Command, info_r: int, block_w: int, mark: str) -> int | None:
+        """Connect the waiting sandbox's network namespace (pasta), then let its command start; pasta's pid."""
         try:
-            command = Command(argv, cwd=host_cwd, env=env, mark=mark, pass_fds=pass_fds)
+            child = network.read_child_pid(info_r, time.monotonic() + network.INFO_TIMEOUT_S)
+            if child is None:
+                return None  # bwrap ended before its sandbox existed: a set-up failure, tried again
+            daemon = network.connect(child, tuple(sorted(self._forwarded_ports)), mark, internet=self.spec.allow_internet)
+            try:
+                os.write(block_w, b"x")
+            except BrokenPipeError:
+                pass  # bwrap already ended (its set-up failed): the command never began
+            return daemon
+        except BaseException:
+            command.kill()
+            self._finish(command, None)
+            raise
+
+    def _start(self, argv: list[str], env: dict[str, str], *, cwd: Path | None = None, mark: str | None = None,
+               pass_fds: tuple[int, ...] = ()) -> Command:
+        try:
+            command = Command(argv, cwd=cwd, env=env, mark=mark, pass_fds=pass_fds)
         except OSError as exc:
             raise InfraError(f"cannot start command: {exc}") from exc
         with self._lock:
             self._commands.add(command)
+        return command
+
+    def _finish(self, command: Command, timeout: float | None) -> Finished:
         try:
             return command.wait(timeout, DEFAULT_OUTPUT_CAP)
         finally:
             with self._lock:
                 self._commands.discard(command)
 
+    def _run(self, argv: list[str], host_cwd: Path | None, env: dict[str, str], mark: str | None,
+             timeout: float | None) -> Finished:
+        return self._finish(self._start(argv, env, cwd=host_cwd, mark=mark), timeout)
+
+    def forward_host_port(self, port: int) -> None:
+        """Make the host's 127.0.0.1:port (the model gateway's) reachable at the same address inside the
+        sandbox, and no other port of the host's loopback. Under isolation none the host's is the sandbox's."""
+        self._forwarded_ports.add(int(port))
+
     def set_network(self, mode: str, allowed_hosts: tuple[str, ...] = ()) -> None:  # no allowlists here (refused)
-        """A phase's network (Harbor's network_mode): the next commands' bwrap shares the host's or has none."""
+        """A phase's network (Harbor's network_mode): the next commands' namespace is connected by pasta, or not."""
         self.spec = dataclasses.replace(self.spec, allow_internet=mode == "public")
 
     def _check_lost(self, code: int, killed_by_us: bool) -> None:
