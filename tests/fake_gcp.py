@@ -56,6 +56,7 @@ LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 FILTER_TERM = r'labels\.([a-z][a-z0-9_-]*) = "([^"]*)"'
 ADC_PROJECT = "adc-project"
 VM_RULES, VM_EVENTS = "fake-iptables.rules", "fake-vm.events"  # the fake VM's firewall and what the boot did
+NO_FIREWALL_ENV = "FAKE_GCP_NO_FIREWALL"  # when set: the VMs' iptables refuses every rule (a kernel without netfilter)
 
 
 def machine_types() -> dict[str, tuple[int, int]]:
@@ -131,8 +132,9 @@ def vm_firewall(name: str) -> str:
     state dir, `-C` checks them as iptables does, and each call is written to the VM's events file beside the
     `docker run`s, so a test reads what the start-up script did to the firewall and in what order."""
     rules, events = f"{STATE_DIR}/{name}/{VM_RULES}", f"{STATE_DIR}/{name}/{VM_EVENTS}"
+    refuse = "return 4; " if os.environ.get(NO_FIREWALL_ENV) else ""
     return ('iptables() { local a=("$@"); [ "$1" = -w ] && a=("${a[@]:1}"); '
-            f'echo "iptables ${{a[*]}}" >> {events}; case "${{a[0]}}" in '
+            f'echo "iptables ${{a[*]}}" >> {events}; {refuse}case "${{a[0]}}" in '
             f'-N) grep -qx "chain ${{a[1]}}" {rules} 2>/dev/null && return 1; echo "chain ${{a[1]}}" >> {rules};; '
             f'-C) grep -qxF -- "${{a[*]:1}}" {rules} 2>/dev/null;; -I|-A) echo "${{a[*]:1}}" >> {rules};; esac; }}\n')
 

@@ -66,6 +66,16 @@ def test_the_metadata_server_is_blocked_before_the_task_container_starts(fake, s
     assert events.index(f"iptables -I {DROP}") < events.index("docker run")
 
 
+def test_no_container_starts_where_the_metadata_server_cannot_be_blocked(fake, sshd, monkeypatch):  # noqa: F811
+    from agentcompass.core.errors import InfraError
+    from gcp_vms import containers
+
+    monkeypatch.setenv(fake_gcp.NO_FIREWALL_ENV, "1")
+    with pytest.raises(InfraError, match="cannot block the metadata server"):
+        provider(sshd).open(spec("nofw"))
+    assert containers() == []
+
+
 # -- the rule, run for real in network namespaces ------------------------------------------------------
 def ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)

@@ -156,8 +156,10 @@ def hide_secrets_from_process_list() -> None:
     local user can read, as soon as the process starts: `setproctitle` rewrites the argv memory the kernel shows."""
     shown = public_argv(sys.argv)
     if shown != sys.argv:
-        from setproctitle import setproctitle
-
+        try:
+            from setproctitle import setproctitle
+        except ImportError:  # an install older than the dependency: --model-api-key-file is the way
+            return
         setproctitle(" ".join([os.path.basename(sys.executable), *shown]))
 
 
