@@ -164,6 +164,7 @@ def hide_secrets_from_process_list() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    in_process = argv is not None  # a caller's own streams come back; the CLI's stay scrubbed for a crash's traceback
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = os.environ.get("AGENTCOMPASS_DEBUG") == "1"
     hide_secrets_from_process_list()
@@ -204,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     finally:
         gc.enable()  # cmd_run turned it off; an error before the run leaves it so
-        sys.stdout, sys.stderr = streams
+        if in_process:
+            sys.stdout, sys.stderr = streams
 
 
 def entry() -> NoReturn:
