@@ -55,6 +55,8 @@ LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")  # GCP's label rule (keys sta
 LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 FILTER_TERM = r'labels\.([a-z][a-z0-9_-]*) = "([^"]*)"'
 ADC_PROJECT = "adc-project"
+VM_RULES, VM_EVENTS = "fake-iptables.rules", "fake-vm.events"  # the fake VM's firewall and what the boot did
+NO_FIREWALL_ENV = "FAKE_GCP_NO_FIREWALL"  # when set: the VMs' iptables refuses every rule (a kernel without netfilter)
 
 
 def machine_types() -> dict[str, tuple[int, int]]:
@@ -125,6 +127,18 @@ def reset() -> None:
         calls.clear()
 
 
+def vm_firewall(name: str) -> str:
+    """The VM's own iptables, not this host's (a shared machine): a chain's rules are kept in a file in the VM's
+    state dir, `-C` checks them as iptables does, and each call is written to the VM's events file beside the
+    `docker run`s, so a test reads what the start-up script did to the firewall and in what order."""
+    rules, events = f"{STATE_DIR}/{name}/{VM_RULES}", f"{STATE_DIR}/{name}/{VM_EVENTS}"
+    refuse = "return 4; " if os.environ.get(NO_FIREWALL_ENV) else ""
+    return ('iptables() { local a=("$@"); [ "$1" = -w ] && a=("${a[@]:1}"); '
+            f'echo "iptables ${{a[*]}}" >> {events}; {refuse}case "${{a[0]}}" in '
+            f'-N) grep -qx "chain ${{a[1]}}" {rules} 2>/dev/null && return 1; echo "chain ${{a[1]}}" >> {rules};; '
+            f'-C) grep -qxF -- "${{a[*]:1}}" {rules} 2>/dev/null;; -I|-A) echo "${{a[*]:1}}" >> {rules};; esac; }}\n')
+
+
 class Vm:
     def __init__(self, zone: str, instance: Any) -> None:
         self.zone, self.instance, self.name = zone, instance, instance.name
@@ -136,13 +150,15 @@ class Vm:
                 keys.write(key + "\n")
         # The VM's own docker: a container asking for more CPUs than the machine type has fails to start (125),
         # as on GCE; one that fits runs here with at most this host's CPUs (the fake VM is bigger than the host).
-        guard = ('docker() { if [ "$1" = run ]; then local args=() a; for a in "$@"; do case "$a" in --cpus=*) '
+        guard = (f'docker() {{ [ "$1" = run ] && echo "docker run" >> {STATE_DIR}/{self.name}/{VM_EVENTS}; '
+                 'if [ "$1" = run ]; then local args=() a; for a in "$@"; do case "$a" in --cpus=*) '
                  f'if awk -v a="${{a#--cpus=}}" \'BEGIN {{ exit !(a > {self.cpus}) }}\'; then echo "docker: Error response '
                  f'from daemon: Range of CPUs is from 0.01 to {self.cpus}.00, as there are only {self.cpus} CPUs '
                  'available." >&2; return 125; fi; a="--cpus=$(awk -v a="${a#--cpus=}" -v h="$(nproc)" '
                  '\'BEGIN { print (a < h ? a : h) }\')";; esac; args+=("$a"); done; set -- "${args[@]}"; fi; '
                  'command docker "$@"; }\n')
-        boot = f"sleep {os.environ.get(BOOT_DELAY_ENV, '0')}\n{guard}{items['startup-script']}"  # a VM takes a while to boot
+        boot = (f"sleep {os.environ.get(BOOT_DELAY_ENV, '0')}\n{guard}{vm_firewall(self.name)}"  # a VM takes a while to boot
+                f"{items['startup-script']}")
         self.boot = subprocess.Popen(["bash", "-c", boot], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 

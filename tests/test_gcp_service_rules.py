@@ -194,7 +194,7 @@ def test_the_machine_type_fits_the_task(fake, sshd):  # noqa: F811
         provider(sshd, machine_type="e2-mediun").check(spec())
 
 
-def test_label_keys_start_with_a_letter_and_vms_get_the_default_service_account():
+def test_label_keys_start_with_a_letter_and_vms_get_no_service_account_unless_named():
     pytest.importorskip("google.cloud.compute_v1")
     from agentcompass.providers.gcp.provider import GcpProvider
     from agentcompass.providers.gcp.vm import label_key
@@ -203,9 +203,9 @@ def test_label_keys_start_with_a_letter_and_vms_get_the_default_service_account(
     assert label_key("1team") == "k-1team" and label_key("Team") == "team"
     vm = GcpProvider(labels={"1team": "x"}).instance_resource("us-central1-a", "ac-x", spec(), EphemeralKey())
     assert all(fake_gcp.LABEL_KEY.match(k) for k in vm.labels)
-    assert (vm.service_accounts[0].email, list(vm.service_accounts[0].scopes)) == (
-        "default", ["https://www.googleapis.com/auth/cloud-platform"])
-    assert not GcpProvider(service_account=None).instance_resource("z-a", "ac-x", spec(), EphemeralKey()).service_accounts
+    assert not vm.service_accounts  # tests/test_gcp_metadata.py: what a named account gets
+    named = GcpProvider(service_account="default").instance_resource("z-a", "ac-x", spec(), EphemeralKey())
+    assert [a.email for a in named.service_accounts] == ["default"]
 
 
 # -- OS Login ------------------------------------------------------------------------------------------

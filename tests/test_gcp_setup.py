@@ -100,7 +100,7 @@ def test_env_check_gcp_ready_names_sources_never_values(fake_cli):
     assert "eval bucket: none set" in out
     assert bind_all(sdk) >= {"ZonesClient.get", "FirewallsClient.list", "BatchServiceClient.list_jobs", "NetworksClient.get",
                              "MachineTypesClient.get", "RegionsClient.get", "OrgPolicyClient.get_effective_policy"}
-    assert "VM service account: the Compute default (cloud-platform scope" in out
+    assert "VM service account: none (the VMs' metadata server holds no token" in out
 
 
 def test_env_check_gcp_shows_quotas_os_login_and_a_missing_network(fake_cli):

@@ -82,7 +82,10 @@ def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = T
     parser.add_argument("--env-params", metavar="JSON", help="deep-merged into env")
     parser.add_argument("--model-params", metavar="JSON", help="deep-merged into model.params")
     parser.add_argument("--model-base-url", metavar="URL", help="the model endpoint's base URL")
-    parser.add_argument("--model-api-key", metavar="KEY", help="the model API key (never written anywhere)")
+    parser.add_argument("--model-api-key", metavar="KEY",
+                        help="the model API key (never written anywhere; --model-api-key-file keeps it off the command line)")
+    parser.add_argument("--model-api-key-file", metavar="FILE",
+                        help="read the model API key from FILE ('-': standard input); preferred over --model-api-key")
     add_overlay_args(parser)
     if with_run_flags:
         parser.add_argument("--task-concurrency", type=positive_int, metavar="N", help="trials at once (default 4)")
@@ -111,11 +114,13 @@ def split_words(words: list[str]) -> tuple[list[str], list[str]]:
 
 def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str]) -> "Any":
     """Turn parsed flags into Hydra overrides, remembering which flag or text gave each; JSON and names are checked here."""
-    from agentcompass.core.config import CUSTOM_MODEL, GROUPS, Invocation, check_choice, group_entries, is_secret_override
+    from agentcompass.core import secret_values
+    from agentcompass.core.config import (CUSTOM_MODEL, GROUPS, Invocation, check_choice, group_entries, hidden_value,
+                                          is_secret_key, is_secret_override)
     from agentcompass.core.overrides import PARAM_TARGETS, flatten, hydra_value, parse_json_object
 
     invocation = Invocation(overrides=[], config_files=list(args.config), config_dirs=list(args.config_dir),
-                            model_api_key=args.model_api_key)
+                            model_api_key=model_api_key(args))
     roots = invocation.roots()
     for path in invocation.config_files:
         if not path.is_file():
@@ -151,17 +156,56 @@ def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str
         value = getattr(args, flag, None)
         if value is not None:
             typed[f"{key}={hydra_value(value)}"] = flag_name(flag)
-    invocation.overrides = list(typed)
+    secret_typed: dict[str, str] = {}
     for override in extra:
         key, _, value = override.partition("=")
         if is_secret_override(override):
             invocation.secret_values[key.lstrip("+")] = value
-            typed[f"{key}=***"] = f"'{key}=***'"
+            secret_values.register(value)
+            secret_typed[f"{key}=***"] = f"'{key}=***'"
         else:
-            invocation.overrides.append(force_add(override))
             typed[force_add(override)] = f"'{override}'"
-    invocation.typed = typed
+    for override, label in typed.items():  # a secret under an innocent key (a header, a URL's password) skips Hydra
+        hidden = hidden_value(override)
+        if hidden is None:
+            invocation.overrides.append(override)
+            invocation.typed[override] = label
+        else:
+            invocation.hidden_values[hidden[0]] = hidden[1]
+            secret_values.register_tree({hidden[0].rpartition(".")[2]: hidden[1]}, is_secret_key(hidden[0].rpartition(".")[2]))
+            invocation.typed[f"{hidden[0]}=***"] = f"'{hidden[0]}=***'" if label.startswith("'") else label
+    invocation.typed.update(secret_typed)
     return invocation
+
+
+def model_api_key(args: argparse.Namespace) -> str | None:
+    """--model-api-key, or the key read from --model-api-key-file (`-`: standard input), checked."""
+    import sys
+
+    key, path = getattr(args, "model_api_key", None), getattr(args, "model_api_key_file", None)
+    if path is None:
+        if key is not None and not key.strip():
+            raise UserError("--model-api-key is empty; pass the key, or --model-api-key-file FILE")
+        if key is not None:
+            from agentcompass.core import secret_values
+
+            secret_values.register(key)
+        return key
+    if key is not None:
+        raise UserError("pass either --model-api-key or --model-api-key-file, not both")
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--model-api-key-file: cannot read '{path}' ({exc.strerror or type(exc).__name__}); "
+                        f"pass a file holding the key, or '-' to read it from standard input") from None
+    key = text.strip()
+    from agentcompass.core import secret_values
+
+    secret_values.register(key)
+    if not key or "\n" in key:
+        raise UserError(f"--model-api-key-file '{path}' {'is empty' if not key else 'holds more than one line'}; "
+                        f"it must hold the key alone")
+    return key
 
 
 def flag_name(dest: str) -> str:

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 from agentcompass import __version__
 from agentcompass.commands.args import Parser, add_selection_args, build_invocation, run_name_of, selection
 from agentcompass.core.errors import UserError
+from agentcompass.core.secret_values import ScrubbedStream, public_argv, register_environment
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -150,9 +151,26 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return {}
 
 
+def hide_secrets_from_process_list() -> None:
+    """A key typed on the command line (--model-api-key, model.api_key=...) leaves /proc/PID/cmdline, which any
+    local user can read, as soon as the process starts: `setproctitle` rewrites the argv memory the kernel shows."""
+    shown = public_argv(sys.argv)
+    if shown != sys.argv:
+        try:
+            from setproctitle import setproctitle
+        except ImportError:  # an install older than the dependency: --model-api-key-file is the way
+            return
+        setproctitle(" ".join([os.path.basename(sys.executable), *shown]))
+
+
 def main(argv: list[str] | None = None) -> int:
+    in_process = argv is not None  # a caller's own streams come back; the CLI's stay scrubbed for a crash's traceback
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = os.environ.get("AGENTCOMPASS_DEBUG") == "1"
+    hide_secrets_from_process_list()
+    register_environment()  # a key read from OPENAI_API_KEY & co. is scrubbed from the console and files
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = ScrubbedStream(sys.stdout), ScrubbedStream(sys.stderr)
     try:
         parser = build_parser()
         command = argv[0] if argv else None
@@ -187,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     finally:
         gc.enable()  # cmd_run turned it off; an error before the run leaves it so
+        if in_process:
+            sys.stdout, sys.stderr = streams
 
 
 def entry() -> NoReturn:

@@ -7,6 +7,7 @@ after Hydra composed the config, so they never reach Hydra's own output or overr
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ from agentcompass.core.catalog import (  # noqa: F401  (re-exported: the config 
 from agentcompass.core.errors import UserError
 from agentcompass.core.merge import deep_merge
 from agentcompass.core.provenance import Provenance
+from agentcompass.core import secret_values
+from agentcompass.core.secret_values import SECRET_KEY, is_secret_key  # noqa: F401  (re-exported)
 from agentcompass.core.validation import describe_validation, validate
 from agentcompass.core.registry import resolve
 from agentcompass.core.schema import (
@@ -44,7 +47,6 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
 CUSTOM_MODEL = "custom"  # the preset behind any `provider/model` string
-SECRET_KEY = re.compile(r"(^|_)(api_?key|token|secret|password|credentials?)(_|$)", re.IGNORECASE)
 
 
 @dataclass
@@ -56,6 +58,9 @@ class Invocation:
     config_dirs: list[Path] = field(default_factory=list)
     model_api_key: str | None = None  # kept out of Hydra: never in its overrides or output
     secret_values: dict[str, str] = field(default_factory=dict)  # KEY=VALUE overrides of secret keys, likewise
+    # Overrides whose value holds a secret under an innocent key (an Authorization header, a base URL with a
+    # password): kept out of Hydra too, and applied where Hydra would have put them (under --config files).
+    hidden_values: dict[str, Any] = field(default_factory=dict)
     typed: dict[str, str] = field(default_factory=dict)  # override (or secret key) -> the flag or text the user typed
     writes_results: bool = True  # False for `config show`: the results dir is not checked
 
@@ -63,15 +68,38 @@ class Invocation:
         return search_roots(self.config_dirs)
 
 
-def is_secret_key(name: str) -> bool:
-    """`api_key`, `token_secret`, ...; not `api_key_env`, which names a variable and holds no secret."""
-    return bool(SECRET_KEY.search(name)) and not name.lower().endswith("_env")
-
-
 def is_secret_override(override: str) -> bool:
     """`model.api_key=...` and the like: applied after composition so Hydra never records them."""
     key = override.partition("=")[0].lstrip("+")
     return "=" in override and is_secret_key(key.rpartition(".")[2])
+
+
+@functools.cache
+def override_parser() -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
+
+
+def hidden_value(override: str) -> tuple[str, Any] | None:
+    """(key, value) of an override whose value is a secret under an innocent key (an `Authorization` header in
+    extra_headers, a base URL with a password or `?key=`), to be kept out of Hydra's overrides and output; else None."""
+    from hydra.core.override_parser.types import ChoiceSweep
+
+    key = override.partition("=")[0]
+    if "://" not in override and "headers" not in key.lower() and not is_secret_key(key.rpartition(".")[2]):
+        return None  # cheap: most overrides are neither
+    try:
+        parsed = override_parser().parse_override(override)
+    except Exception:  # Hydra reports a malformed override when it composes
+        return None
+    key, value = parsed.key_or_group, parsed.value()
+    if isinstance(value, ChoiceSweep):
+        if any(secret_values.holds_secret(key, item) for item in value.list):
+            raise UserError(f"'{key}' holds a secret (a credential in a header or URL): it cannot be swept with -m; "
+                            f"run once per value")
+        return None
+    return (key, value) if secret_values.holds_secret(key, value) else None
 
 
 def make_hydra(roots: list[Path]) -> "Hydra":
@@ -136,6 +164,8 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
     choices = dict(cfg.hydra.runtime.choices) if "hydra" in cfg else {}
     overlays = [load_overlay(p) for p in invocation.config_files]
     base = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))  # not struct: overlays may add keys
+    for key, value in invocation.hidden_values.items():
+        OmegaConf.update(base, key, value, force_add=True)
     try:
         merged = OmegaConf.merge(base, *overlays)
     except Exception as exc:
@@ -145,6 +175,7 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
     data = resolve_in_use(merged)
     if invocation.model_api_key:
         data["model"]["api_key"] = invocation.model_api_key
+    register_secrets(data)
 
     roots = invocation.roots()
     files = {key: group_entries(key, roots).get(choices.get(GROUPS[key][1], ""), None) for key in GROUPS}
@@ -162,7 +193,7 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
     data["benchmark"] = bench
     model_choice = choices.get(GROUPS["model"][1], "")
     checks.model_is_set(data["model"], model_choice)
-    data["harness"] = with_recipe_defaults(data["harness"], bench, user_set_keys(cfg, overlays))
+    data["harness"] = with_recipe_defaults(data["harness"], bench, user_set_keys(cfg, overlays) | set(invocation.hidden_values))
 
     resolved = ResolvedConfig(
         benchmark=validate(Recipe, bench, "benchmark", provenance),
@@ -277,15 +308,21 @@ def aliases_of(settings_model: type[BaseModel]) -> list[tuple[str, str]]:
             if isinstance(alias, str) and alias != name]
 
 
+def register_secrets(data: dict[str, Any]) -> None:
+    """Every secret of the sections a run uses, scrubbed by value from here on (agentcompass.core.secret_values):
+    the model's key wherever it came from, auth-like extra_headers, URL credentials, env credentials."""
+    import os
+
+    secret_values.register_tree(data)
+    key_env = (data.get("model") or {}).get("api_key_env")
+    if isinstance(key_env, str):
+        secret_values.register(os.environ.get(key_env))
+    secret_values.register_environment()
+
+
 def redact(value: Any) -> Any:
-    """A copy with every secret-looking key's value replaced, for run.json and `config show`."""
-    if isinstance(value, dict):
-        return {
-            k: ("***" if is_secret_key(str(k)) and v not in (None, "") else redact(v)) for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    return value
+    """A copy with every secret masked, by key name, by place (headers, URLs) and by value: run.json, `config show`."""
+    return secret_values.public_tree(value)
 
 
 def public_dict(resolved: ResolvedConfig) -> dict[str, Any]:

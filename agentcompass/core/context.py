@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from agentcompass.core.durable import write_file
+from agentcompass.core.secret_values import scrub
 from agentcompass.core.results import write_atomic
 
 if TYPE_CHECKING:
@@ -69,4 +70,4 @@ class TrialContext:
 
     def append(self, name: str, text: str) -> None:
         with open(os.path.join(self.dir, name), "a", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.write(scrub(text))  # the writers' choke point (core/durable.py) is not on this path

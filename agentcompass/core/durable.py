@@ -6,6 +6,8 @@ import os
 import threading
 from pathlib import Path
 
+from agentcompass.core.secret_values import scrub_bytes
+
 
 def fsync_dir(path: Path | str) -> None:
     fd = os.open(path, os.O_RDONLY)
@@ -17,8 +19,9 @@ def fsync_dir(path: Path | str) -> None:
 
 def write_all(fd: int, data: bytes) -> None:
     """os.write until every byte is written: a short write (a full disk, a signal) continues
-    where it stopped, and a write that makes no progress raises."""
-    view = memoryview(data)
+    where it stopped, and a write that makes no progress raises. Every secret value the process knows is
+    scrubbed first (agentcompass.core.secret_values): this is where results files reach the disk."""
+    view = memoryview(scrub_bytes(data))
     while view:
         written = os.write(fd, view)
         if written <= 0:

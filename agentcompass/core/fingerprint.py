@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from agentcompass.core.config import SECRET_KEY
+from agentcompass.core.secret_values import holds_secret
 from agentcompass.core.schema import ResolvedConfig
 
 VERDICT_FREE = {
@@ -45,7 +46,8 @@ def fingerprint(resolved: ResolvedConfig, provider: Any, task_ids: list[str]) ->
         "run": {"k": resolved.run.k},
     }
     flat = {key: value for key, value in flatten("", data).items()
-            if not any(part in VERDICT_FREE or SECRET_KEY.search(part) for part in key.split("."))}
+            if not any(part in VERDICT_FREE or SECRET_KEY.search(part) for part in key.split("."))
+            and not holds_secret(key, value)}  # an Authorization header: a credential, not a setting
     ids = "\n".join(sorted(task_ids)).encode()
     flat["tasks"] = f"{len(task_ids)} tasks, sha256 {hashlib.sha256(ids).hexdigest()[:16]}"
     return flat

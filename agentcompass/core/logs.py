@@ -1,4 +1,5 @@
-"""structlog set-up: readable lines on the console, JSON lines in the run's log.jsonl.
+"""structlog set-up: readable lines on the console, JSON lines in the run's log.jsonl, both with every
+secret value the process knows scrubbed (agentcompass.core.secret_values).
 
 A pooled sweep runs several runs in one process: a thread working for one run says so
 (`attributed_to`), and only that run's log.jsonl takes its lines; lines of no run in
@@ -16,9 +17,25 @@ from pathlib import Path
 
 import structlog
 
+from agentcompass.core.secret_values import scrub, scrub_data
+
 _configured = False
 _owner = threading.local()  # .run_dir: the run the current thread works for
-PRE_CHAIN = [structlog.stdlib.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True)]
+
+
+def scrub_event(_: object, __: str, event: dict[str, object]) -> dict[str, object]:
+    """Every secret value the process knows, out of the event's fields (agentcompass.core.secret_values)."""
+    return scrub_data(event)  # type: ignore[no-any-return]
+
+
+PRE_CHAIN = [structlog.stdlib.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True), scrub_event]
+
+
+class ScrubbingFormatter(structlog.stdlib.ProcessorFormatter):
+    """The rendered line scrubbed once more: what a renderer added (an exception's text) holds no secret either."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record))
 
 
 def configure() -> None:
@@ -36,7 +53,7 @@ def configure() -> None:
     logger.propagate = False
     console = logging.StreamHandler(sys.stderr)
     console.setLevel(logging.WARNING)  # progress shows the routine; the console gets what needs eyes
-    console.setFormatter(structlog.stdlib.ProcessorFormatter(
+    console.setFormatter(ScrubbingFormatter(
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.dev.ConsoleRenderer(colors=False)],
         foreign_pre_chain=PRE_CHAIN,
     ))
@@ -49,7 +66,7 @@ class RunLog:
 
     def __init__(self, path: Path) -> None:
         self.handler = logging.FileHandler(path, encoding="utf-8")
-        self.handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        self.handler.setFormatter(ScrubbingFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.processors.JSONRenderer()],
             foreign_pre_chain=PRE_CHAIN,
         ))

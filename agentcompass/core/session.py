@@ -16,11 +16,12 @@ from typing import Any
 
 import structlog
 
-from agentcompass.core.config import is_secret_override, public_dict
+from agentcompass.core.config import public_dict
 from agentcompass.core.fingerprint import effective_settings
 from agentcompass.core.lanes import Lane, RetryPolicy
 from agentcompass.core.logs import RunLog, attributed_to
 from agentcompass.core.registry import load
+from agentcompass.core.secret_values import public_argv
 from agentcompass.core.pacing import Pacer
 from agentcompass.core.prepare import PreparedRun
 from agentcompass.core.progress import run_prefix
@@ -185,19 +186,5 @@ class Periodically:
 
 
 def redact_argv(argv: list[str]) -> list[str]:
-    """The command line as typed, the API key's value replaced."""
-    out, hide = [], False
-    for arg in argv:
-        if hide:
-            out.append("***")
-            hide = False
-        elif arg == "--model-api-key":
-            out.append(arg)
-            hide = True
-        elif arg.startswith("--model-api-key="):
-            out.append("--model-api-key=***")
-        elif is_secret_override(arg):
-            out.append(f"{arg.partition('=')[0]}=***")
-        else:
-            out.append(arg)
-    return out
+    """The command line as typed, every secret it holds masked (the API key, a header's or a URL's credential)."""
+    return public_argv(argv)

@@ -16,6 +16,7 @@ from agentcompass.report.bill import seconds
 from agentcompass.core.results import AbandonedTry, TrialResult, read_abandoned, read_jsonl, read_trials, unfinished_tail
 from agentcompass.core.runlock import holder_of
 from agentcompass.core.scoring import Rule, rule_for
+from agentcompass.core.secret_values import public_tree
 from agentcompass.core.task import Usage
 
 
@@ -145,8 +146,8 @@ def load_setup(directory: Path, name: str, warn: bool = True) -> Setup:
     try:
         info = json.loads((directory / "run.json").read_text(encoding="utf-8"))
         config = info["config"]
-        setup = Setup(name, directory, dict(config.get("labels") or {}), dict(config.get("model") or {}),
-                      int(config["run"]["k"]))
+        model = public_tree(dict(config.get("model") or {}))  # a run.json of an older version may hold credentials
+        setup = Setup(name, directory, dict(config.get("labels") or {}), model, int(config["run"]["k"]))
         setup.rule = rule_for((config.get("benchmark") or {}).get("scoring"), config["run"].get("count_errors_as_failures"))
         selection = info.get("tasks")
     except (OSError, ValueError, KeyError, TypeError) as exc:

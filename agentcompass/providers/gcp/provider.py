@@ -23,7 +23,7 @@ from typing import Any
 
 from agentcompass.core.errors import InfraError, UserError
 from agentcompass.core.sandbox import SandboxSpec, common_refusals
-from agentcompass.providers.gcp.api import (ROLES_HINT, SCOPES, delete_instance, gcp_credentials, insert_failure,
+from agentcompass.providers.gcp.api import (ROLES_HINT, delete_instance, gcp_credentials, insert_failure,
                                             wait_for)
 from agentcompass.providers.gcp.sandbox import GcpSandbox
 from agentcompass.providers.gcp.settings import GcpSettings
@@ -32,6 +32,12 @@ from agentcompass.providers.gcp.vm import disk_gb, instance_name, label_key, lab
 from agentcompass.providers.remote import one_line
 
 DEFAULT_LIFETIME_S = 2 * 3600  # when neither the settings nor the task say how long a VM may live
+
+
+def named_account(account: str | None) -> bool:
+    """Whether the user named a service account for the VMs ("default" names the Compute default); "none" and
+    null name none."""
+    return bool(account) and str(account).lower() != "none"
 
 
 class GcpProvider:
@@ -270,8 +276,9 @@ class GcpProvider:
             network_interfaces=[interface], scheduling=scheduling,
             metadata=compute_v1.Metadata(items=[compute_v1.Items(key=k, value=v) for k, v in metadata.items()]),
             tags=compute_v1.Tags(items=s.network_tags))
-        if s.service_account and s.service_account.lower() != "none":  # "default": the Compute default account
-            resource.service_accounts = [compute_v1.ServiceAccount(email=s.service_account, scopes=SCOPES)]
+        if named_account(s.service_account):  # else none: the VM's metadata server hands out no token at all
+            resource.service_accounts = [compute_v1.ServiceAccount(email=s.service_account,
+                                                                   scopes=list(s.service_account_scopes))]
         return resource
 
     def cleanup(self, run_name: str | None = None) -> int:

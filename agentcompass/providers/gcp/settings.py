@@ -9,6 +9,10 @@ from agentcompass.core.sandbox import DEFAULT_OUTPUT_CAP
 from agentcompass.core.schema import Positive, PositiveInt, Strict
 from agentcompass.providers.gcp.batch import BatchSettings
 
+# What a VM's account needs to pull a private task image from Artifact Registry (or Container Registry): read-only
+# Cloud Storage access; the account's IAM roles (roles/artifactregistry.reader) then decide which repositories.
+READ_STORAGE_SCOPE = "https://www.googleapis.com/auth/devstorage.read_only"
+
 
 class GcpSettings(Strict):
     project_id: str | None = None
@@ -24,9 +28,10 @@ class GcpSettings(Strict):
     subnetwork: str | None = None
     external_ip: bool = True  # SSH reaches the VM at its external address; false: its internal one
     network_tags: list[str] = ["agentcompass-ssh"]  # the firewall rule allowing SSH targets these
-    # The VMs' service account ("default": the project's Compute default, with the cloud-platform scope, so
-    # a VM can pull private Artifact Registry images); null: none.
-    service_account: str | None = "default"
+    # The trial VMs' service account: none unless named (an agent that reached the metadata server would hold its
+    # token). An e-mail, or "default" for the project's Compute default account, gets only `service_account_scopes`.
+    service_account: str | None = None
+    service_account_scopes: list[str] = [READ_STORAGE_SCOPE]  # read-only storage: enough to pull private images
     os_login: bool | None = None  # null: detected (org policy compute.requireOsLogin); true: always
     os_login_account: str | None = None  # whose OS Login profile gets the run's key; default the credentials' e-mail
     spot: bool = False

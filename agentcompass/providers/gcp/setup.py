@@ -214,6 +214,7 @@ def vm_checks(report: Readiness, credentials: Any, project: str, settings: Any, 
         report.facts.append("OS Login: not enforced" if enforced is False else
                             f"OS Login: cannot read the org policy {CONSTRAINT} (assumed off; set os_login: true if on)")
     account = settings.service_account
-    report.facts.append(f"VM service account: {account if account and account != 'default' else 'the Compute default'}"
-                        " (cloud-platform scope: VMs can pull private Artifact Registry images)"
-                        if account and account.lower() != "none" else "VM service account: none")
+    report.facts.append(f"VM service account: {account if account != 'default' else 'the Compute default'} "
+                        f"(scopes: {', '.join(s.rsplit('/', 1)[-1] for s in settings.service_account_scopes) or 'none'})"
+                        if account and account.lower() != "none" else
+                        "VM service account: none (the VMs' metadata server holds no token; name one to pull private images)")

@@ -15,6 +15,17 @@ from agentcompass.core.sandbox import SandboxSpec
 
 OS_AND_IMAGE_GB = 20  # room on the boot disk beside a task's storage_mb: the OS and the task image
 STATE_DIR = "/var/lib/agentcompass"  # on the VM: start-up log, build context, container status
+METADATA_SERVER = "169.254.169.254"  # the VM's identity, its metadata (the start-up script) and any account's token
+METADATA_BLOCKED_STATUS = 97  # the container's status when the metadata server could not be blocked: no container
+
+
+def metadata_block() -> str:
+    """Shell lines that drop every packet a container sends to the metadata server, idempotently: Docker's
+    DOCKER-USER chain (made here if Docker has not made it yet; Docker keeps it and jumps to it from FORWARD
+    first) holds rules Docker never rewrites. Containers' traffic to the VM's own address is not forwarded, so
+    this rule sees exactly what a task container sends out. Applied at every boot, before any container starts."""
+    rule = f"DOCKER-USER -d {METADATA_SERVER}/32 -j DROP"
+    return (f"iptables -w -N DOCKER-USER 2>/dev/null; iptables -w -C {rule} 2>/dev/null || iptables -w -I {rule}")
 
 
 def label_value(text: str) -> str:
@@ -73,6 +84,10 @@ def startup_script(name: str, spec: SandboxSpec, s: Any) -> str:
     return "\n".join([
         "#!/bin/bash", f"# agentcompass: bring up the task container of {name}",
         f"mkdir -p {state} && exec >>{state}/startup.log 2>&1",
+        "# the metadata server is not the task's to reach; no container starts where it could be",
+        f"{{ {metadata_block()}; }} || {{ echo 'cannot block the metadata server from containers'; "
+        f"[ -e {state}/status ] || {{ echo {METADATA_BLOCKED_STATUS} > {state}/status.part && "
+        f"mv {state}/status.part {state}/status; }}; exit 1; }}",
         f"[ -e {state}/status ] && exit 0  # a reboot starts no second container",
         f"( {get_image} ) && {{ docker rm -f {name} >/dev/null 2>&1; "
         f"{' '.join(q(a) for a in run)} {image} {' '.join(q(a) for a in KEEP_ALIVE)}; }}",

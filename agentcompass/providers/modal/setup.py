@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from agentcompass.core import secret_values
 from agentcompass.core.errors import UserError
 from agentcompass.providers.remote import one_line
 from agentcompass.core.readiness import Readiness
@@ -88,6 +89,7 @@ def modal_credentials(token_id: str | None, token_secret: str | None,
                       config_source: str = "environments.modal in a --config file") -> ModalCredentials | None:
     """The first source that has both: config, environment, ~/.modal.toml (by the SDK's own profile rules:
     MODAL_PROFILE, else the one marked active, else `default`). UserError for a file the SDK would refuse."""
+    secret_values.register_tree([token_id, token_secret, os.environ.get("MODAL_TOKEN_ID")], under_secret=True)
     if token_id and token_secret:
         return ModalCredentials(token_id, token_secret, config_source)
     env_id, env_secret = os.environ.get("MODAL_TOKEN_ID"), os.environ.get("MODAL_TOKEN_SECRET")
@@ -112,6 +114,7 @@ def modal_credentials(token_id: str | None, token_secret: str | None,
                         "or set MODAL_PROFILE")
     name = wanted or (active[0] if active else "default")
     profile = profiles.get(name) or {}
+    secret_values.register_tree([profile.get("token_id"), profile.get("token_secret")], under_secret=True)  # scrubbed by value
     if profile.get("token_id") and profile.get("token_secret"):
         environment = profile.get("environment")
         return ModalCredentials(str(profile["token_id"]), str(profile["token_secret"]),
