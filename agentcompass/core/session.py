@@ -135,7 +135,7 @@ def opened(prepared: PreparedRun, argv: list[str], pacers: dict[Any, Pacer] | No
                 run.summary = checkpoint(prepared.task_format)
                 end_run = getattr(prepared.provider, "end_run", None)  # e.g. docker: the run's network goes
                 if end_run is not None:
-                    end_run()
+                    end_run(str(resolved.run.run_name))
                 with attributed_to(run_dir):
                     log.info("run finished", status=status, **{k_: run.summary[k_] for k_ in ("passed", "failed", "errors")})
 

@@ -26,7 +26,7 @@ from agentcompass.providers.docker.egress import CONTEXT as EGRESS_CONTEXT, PROX
 from agentcompass.providers.docker.entrypoint import entrypoint_exited, image_entrypoint
 from agentcompass.providers.docker.hardening import hardened_options, refuse_privileges
 from agentcompass.providers.docker.images import DockerImages
-from agentcompass.providers.docker.run_network import RunNetwork
+from agentcompass.providers.docker.run_network import RunNetwork, missing_network
 from agentcompass.providers.docker.sandbox import ComposeSandbox, DockerSandbox
 from agentcompass.providers.docker.settings import DockerSettings
 from agentcompass.providers.remote import OWNER_LABEL, is_leftover, one_line, process_owner
@@ -64,9 +64,8 @@ class DockerProvider:
         self._storage_lack: str | None = None  # why the engine cannot cap a container's disk (None: it can)
         self._lock = threading.Lock()
         self.images = DockerImages(lambda: self.client, self.settings)
-        instance = uuid.uuid4().hex[:8]
-        self._owner = process_owner(instance)  # labels our containers, for the name-clash rule
-        self.run_network = RunNetwork(lambda: self.client.api, instance)
+        self._owner = process_owner(uuid.uuid4().hex[:8])  # labels our containers, for the name-clash rule
+        self.run_network = RunNetwork(lambda: self.client.api)
 
     # -- engine --------------------------------------------------------------------------
     @property
@@ -152,9 +151,12 @@ class DockerProvider:
             try:
                 created = api.create_container(**create)
             except docker.errors.APIError as exc:
-                if exc.status_code != 409:
+                if public and missing_network(exc):  # another job of the run removed it between its trials
+                    self.public_network(spec, again=True)
+                elif exc.status_code == 409:
+                    self._remove_leftover(spec)
+                else:
                     raise
-                self._remove_leftover(spec)
                 created = api.create_container(**create)
         except docker.errors.APIError as exc:
             if spec.compose:
@@ -182,19 +184,20 @@ class DockerProvider:
             sandbox.set_network("no-network")
         return sandbox
 
-    def public_network(self, spec: SandboxSpec) -> str:
-        """The network of a trial that may reach the internet: the user's `network`, else the run's own."""
-        return self.settings.network or self.run_network.ensure(spec.labels.get("run") or "run")
+    def public_network(self, spec: SandboxSpec, again: bool = False) -> str:
+        """The network of a trial that may reach the internet: the user's `network`, else the run's own
+        (`again`: it was found gone, made anew)."""
+        return self.settings.network or self.run_network.ensure(spec.labels.get("run") or "run", again)
 
     def host_address(self, run_name: str) -> str:
         """The IPv4 address at which this run's sandboxes that have a network reach this host (the gateway
         of the run's network, made if need be): where a service for them (the model gateway) listens."""
         return self.run_network.host_address(self.settings.network or self.run_network.ensure(run_name))
 
-    def end_run(self) -> None:
+    def end_run(self, run_name: str) -> None:
         """The run is over: its network goes (not while a kept sandbox is on it)."""
         if self._client is not None and not self.settings.network:
-            self.run_network.remove()
+            self.run_network.remove(run_name)
 
     def _remove_leftover(self, spec: SandboxSpec) -> None:
         """The trial's name is taken: remove the holder only when it is this very trial's leftover."""
