@@ -66,6 +66,7 @@ class DockerProvider:
         self.images = DockerImages(lambda: self.client, self.settings)
         self._owner = process_owner(uuid.uuid4().hex[:8])  # labels our containers, for the name-clash rule
         self.run_network = RunNetwork(lambda: self.client.api)
+        self._entrypoints: dict[str, bool] = {}  # image -> it has an ENTRYPOINT (a run's images do not change under it)
 
     # -- engine --------------------------------------------------------------------------
     @property
@@ -173,7 +174,7 @@ class DockerProvider:
         sandbox.public_network = public or "none"
         try:
             api.start(created["Id"])
-            if not client and image_entrypoint(api, image) and entrypoint_exited(api, sandbox.id, spec.name):
+            if not client and self._has_entrypoint(image) and entrypoint_exited(api, sandbox.id, spec.name):
                 api.remove_container(sandbox.id, force=True, v=True)
                 sandbox.id = api.create_container(**{**create, "entrypoint": KEEP_ALIVE[:1], "command": KEEP_ALIVE[1:]})["Id"]
                 api.start(sandbox.id)
@@ -183,6 +184,11 @@ class DockerProvider:
         if switches and not spec.allow_internet:
             sandbox.set_network("no-network")
         return sandbox
+
+    def _has_entrypoint(self, image: str) -> bool:
+        if image not in self._entrypoints:
+            self._entrypoints[image] = bool(image_entrypoint(self.client.api, image))
+        return self._entrypoints[image]
 
     def public_network(self, spec: SandboxSpec, again: bool = False) -> str:
         """The network of a trial that may reach the internet: the user's `network`, else the run's own
