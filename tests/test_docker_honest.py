@@ -6,6 +6,8 @@ refused before the run with one line, unless the user opts in."""
 from __future__ import annotations
 
 import json
+import subprocess
+import uuid
 
 import pytest
 
@@ -47,10 +49,14 @@ def test_honest_controls_pass_under_the_hardening(cli, base_image, tmp_path):
     dataset, conf = tmp_path / "tasks", tmp_path / "conf"
     ids = honest_tasks(dataset, base_image)
     make_recipe(conf, "honest", dataset, runs_on_host=False)
+    run_name = f"honest-{uuid.uuid4().hex[:8]}"
     done = cli("run", "honest", "oracle", "none", "--env", "docker", "--config-dir", str(conf), "--results-dir",
-               str(tmp_path / "res"), "--run-name", "honest", "--task-concurrency", "4")
+               str(tmp_path / "res"), "--run-name", run_name, "--task-concurrency", "4")
     assert done.returncode == 0, done.stderr
-    run_dir = tmp_path / "res" / "honest" / "honest__oracle__none__docker"
+    left = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=run={run_name}"], capture_output=True,
+                          text=True, check=True).stdout
+    assert not left.strip(), left  # the run's network (and every trial's) went with the run
+    run_dir = tmp_path / "res" / run_name / "honest__oracle__none__docker"
     trials = [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
     assert sorted((t["task_id"], t["status"]) for t in trials) == [(i, "passed") for i in ids], [
         (t["task_id"], t["status"], t.get("message")) for t in trials]
