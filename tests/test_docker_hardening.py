@@ -14,6 +14,7 @@ import pytest
 from agentcompass.providers.docker.provider import DockerProvider
 
 from docker_sandbox import inspect, open_sandbox, plain_context, provider, unique  # noqa: F401 (fixtures)
+from gateway_fixtures import upstream  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.docker
 
@@ -148,3 +149,22 @@ def test_the_host_is_reached_at_host_address_and_the_network_goes_with_the_run(b
     assert DockerProvider().cleanup(run) == 0
     assert not subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=run={run}"],
                               capture_output=True, text=True).stdout.strip()
+
+
+def test_trials_without_internet_do_not_reach_each_other_on_the_gateways_network(open_sandbox, upstream, tmp_path):
+    """Offline trials of a harness that calls a model join the gateway's internal network (this host only):
+    they reach the gateway, never each other."""
+    from gateway_fixtures import GLM, new_trial, start_gateway
+
+    gateway = start_gateway(GLM, upstream.url, host="0.0.0.0")
+    try:
+        a, b = open_sandbox(allow_internet=False), open_sandbox(allow_internet=False)
+        host = gateway.endpoint(new_trial(tmp_path, "a"), a).openai_base_url.split("//")[1].split(":")[0]
+        gateway.endpoint(new_trial(tmp_path, "b"), b)
+        serve_in(b)
+        (network,) = inspect(b.spec.name)["NetworkSettings"]["Networks"]
+        assert reachable_from_host(ip_on(b.spec.name)) and a.exec(f"{CONNECTS} {host} {gateway.port}").ok
+        probe = a.exec(f"{CONNECTS} {ip_on(b.spec.name)} 8000", timeout=30)
+        assert probe.exit_code != 0 and "reached" not in probe.stdout, probe
+    finally:
+        gateway.stop()
