@@ -157,8 +157,8 @@ def test_trials_without_internet_do_not_reach_each_other_on_the_gateways_network
     from gateway_fixtures import GLM, new_trial, start_gateway
 
     gateway = start_gateway(GLM, upstream.url, host="0.0.0.0")
+    a, b = open_sandbox(allow_internet=False), open_sandbox(allow_internet=False)
     try:
-        a, b = open_sandbox(allow_internet=False), open_sandbox(allow_internet=False)
         host = gateway.endpoint(new_trial(tmp_path, "a"), a).openai_base_url.split("//")[1].split(":")[0]
         gateway.endpoint(new_trial(tmp_path, "b"), b)
         serve_in(b)
@@ -167,4 +167,5 @@ def test_trials_without_internet_do_not_reach_each_other_on_the_gateways_network
         probe = a.exec(f"{CONNECTS} {ip_on(b.spec.name)} 8000", timeout=30)
         assert probe.exit_code != 0 and "reached" not in probe.stdout, probe
     finally:
+        a.close(), b.close()  # off its network first: the gateway removes the network when it stops
         gateway.stop()
