@@ -21,9 +21,9 @@ from agentcompass.core.errors import UserError
 from agentcompass.core.sandbox import ContainerSpec, SandboxSpec
 from agentcompass.providers.docker.settings import DockerSettings
 
-# The engine's default set minus these. NET_RAW: raw and packet sockets (ping included: Debian's iputils falls
-# back to ICMP datagram sockets, which need no capability). MKNOD: device nodes. AUDIT_WRITE: the host's audit
-# log. SETFCAP: granting file capabilities (with no-new-privileges they would not take effect anyway).
+# The engine's default set minus these. NET_RAW: raw and packet sockets (ping still works: the engine opens ICMP
+# datagram sockets to every group, net.ipv4.ping_group_range, and iputils uses them). MKNOD: device nodes.
+# AUDIT_WRITE: the host's audit log. SETFCAP: granting file capabilities (no-new-privileges voids them anyway).
 DROPPED_CAPABILITIES = ("NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP")
 
 
