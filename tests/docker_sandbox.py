@@ -53,7 +53,9 @@ def write_recipe(config_dir: Path, name: str, dataset: Path) -> None:
 def provider(base_image):
     from agentcompass.providers.docker.provider import DockerProvider
 
-    return DockerProvider()
+    made = DockerProvider()
+    yield made
+    made.end_run("pytest-docker")  # the run's network, as a run removes it when it ends
 
 
 @pytest.fixture(scope="module")

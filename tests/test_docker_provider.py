@@ -54,7 +54,8 @@ def test_settings_override_the_task_limits(base_image, open_sandbox):
     assert DockerProvider.Settings(cpus=0.5, memory_mb=300) == DockerProvider.Settings(cpu=0.5, memory=300)  # aliases
 
 
-def test_keep_alive_ignores_the_image_entrypoint(base_image, open_sandbox, tmp_path):
+def test_an_entrypoint_that_exits_gives_way_to_the_keep_alive(base_image, open_sandbox, tmp_path):
+    """Harbor would find no container; the task still runs (docs/deliberate-differences.md)."""
     context = tmp_path / "entry"
     context.mkdir()
     (context / "Dockerfile").write_text(f'FROM {base_image}\nENTRYPOINT ["/bin/false"]\n')

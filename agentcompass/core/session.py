@@ -134,6 +134,9 @@ def opened(prepared: PreparedRun, argv: list[str], pacers: dict[Any, Pacer] | No
                 session["status"] = status
                 run_info.update({"finished_at": now_iso(), "status": status})
                 run.summary = checkpoint(prepared.task_format)
+                end_run = getattr(prepared.provider, "end_run", None)  # e.g. docker: the run's network goes
+                if end_run is not None:
+                    end_run(str(resolved.run.run_name))
                 with attributed_to(run_dir):
                     log.info("run finished", status=status, **{k_: run.summary[k_] for k_ in ("passed", "failed", "errors")})
 

@@ -344,7 +344,8 @@ class Gateway:
             if not any(known == name for _, known in self._networks):
                 try:
                     api.create_network(name, driver="bridge", internal=True, check_duplicate=True,
-                                       labels={"agentcompass": "1", "run": self.run_name})
+                                       labels={"agentcompass": "1", "run": self.run_name},
+                                       options={"com.docker.network.bridge.enable_icc": "false"})  # trials never reach each other
                 except docker.errors.APIError as exc:
                     if exc.status_code != 409:  # 409: left by an earlier session of this run; used again
                         raise

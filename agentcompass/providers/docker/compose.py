@@ -4,7 +4,8 @@ What `docker compose up` would do for the task, done through the engine API: a b
 named after the trial (internal when the task has no internet), each service's container on it
 under its service name (so the client reaches `server:8000`), named volumes shared by the
 trial's services, and for each container its own entrypoint and command, tmpfs mounts, limits,
-privileges and user. Everything carries the trial's labels, so `cleanup` finds what a killed run left.
+privileges (only where the user allowed them: hardening) and user. Everything carries the trial's
+labels, so `cleanup` finds what a killed run left.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.core.errors import InfraError
+from agentcompass.providers.docker.hardening import hardened_options
 from agentcompass.providers.remote import one_line
 from agentcompass.core.sandbox import ContainerSpec, SandboxSpec
 
@@ -106,7 +108,7 @@ def start_services(provider: "DockerEngine", spec: SandboxSpec) -> list[str]:
                 network_mode=service.network_mode or spec.name,
                 nano_cpus=int(cpus * 1e9) if cpus else None,
                 mem_limit=f"{service.memory_mb}m" if service.memory_mb else None,
-                **host_options(service, spec.name))
+                **host_options(service, spec.name), **hardened_options(provider.settings, service))
             created = api.create_container(
                 image=image, name=name, environment=service.env, working_dir=service.workdir,
                 labels={**spec.labels, "service": service.name}, host_config=host_config, detach=True,

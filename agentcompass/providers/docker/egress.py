@@ -6,6 +6,10 @@ http(s)_proxy variables), a container on both that network and the provider's: f
 it lets through only the phase's hosts; for a public phase it lets through everything and the container
 also joins the provider's network (so tools that ignore proxies reach out too); for a no-network phase
 there is no proxy at all. Each phase gets a proxy of its own, so its hosts are the phase's.
+
+The proxy serves only the trial's own network (tinyproxy's Allow: a client elsewhere, another trial or a
+container of the user on the provider's network, is refused) and tunnels (CONNECT) only to the web's ports:
+an allowed host's SSH or SMTP port is not a way out.
 """
 
 from __future__ import annotations
@@ -43,17 +47,24 @@ class Egress:
         self.api = provider.client.api
         self.network = spec.name  # the trial's own, as for compose tasks
         self.proxy = f"{spec.name}-egress"
+        self.public = "none"  # the provider's network, the proxy's way out
+        self.clients = ""  # the trial network's subnets: the only clients the proxy serves
 
-    def open(self) -> None:
+    def open(self, public: str) -> None:
         import docker
 
+        self.public = public
         self._remove_proxy()  # a killed earlier attempt of this trial may have left them
         for name in network_names(self.api, self.network):
             remove_network(self.api, name)
         try:
             self.api.create_network(self.network, driver="bridge", internal=True, labels=self.spec.labels)
+            config = self.api.inspect_network(self.network).get("IPAM", {}).get("Config") or []
         except docker.errors.APIError as exc:
             raise InfraError(f"cannot create network {self.network}: {one_line(exc.explanation or exc)}") from exc
+        self.clients = " ".join(c["Subnet"] for c in config if c.get("Subnet"))
+        if not self.clients:
+            raise InfraError(f"network {self.network} has no subnet for its egress proxy to serve")
 
     def enter(self, mode: str, hosts: tuple[str, ...]) -> None:
         """The phase's proxy: only `hosts` (allowlist), everything (public), or none (no-network)."""
@@ -63,12 +74,16 @@ class Egress:
         if mode == "no-network":
             return
         image = self.provider.egress_image(self.spec.log_dir)
-        api, public = self.api, self.provider.settings.network
-        env = {"ALLOWED_HOSTS": " ".join(h.lower() for h in hosts)} if mode == "allowlist" else {}
+        api, public = self.api, self.public
+        env = {"ALLOWED_CLIENTS": self.clients}
+        if mode == "allowlist":
+            env["ALLOWED_HOSTS"] = " ".join(h.lower() for h in hosts)
         try:
+            # tinyproxy needs no privilege at all: it runs as root in its container only to read its config.
             created = api.create_container(
                 image=image, name=self.proxy, environment=env, labels={**self.spec.labels, "service": ALIAS}, detach=True,
-                host_config=api.create_host_config(network_mode=public, init=True))
+                host_config=api.create_host_config(network_mode=public, init=True, cap_drop=["ALL"],
+                                                   security_opt=["no-new-privileges"], pids_limit=256))
             api.connect_container_to_network(created["Id"], self.network, aliases=[ALIAS])
             api.start(created["Id"])
             self._await_listening(created["Id"])

@@ -23,7 +23,10 @@ from agentcompass.providers.docker.build import BUILDS
 from agentcompass.providers.docker.compose import (cleanup_networks, create_network, create_options, host_options,
                                                    networking, remove_services, start_services, volume_names)
 from agentcompass.providers.docker.egress import CONTEXT as EGRESS_CONTEXT, PROXY_ENV, Egress, uses_egress
+from agentcompass.providers.docker.entrypoint import entrypoint_exited, image_entrypoint
+from agentcompass.providers.docker.hardening import hardened_options, refuse_privileges
 from agentcompass.providers.docker.images import DockerImages
+from agentcompass.providers.docker.run_network import RunNetwork, missing_network
 from agentcompass.providers.docker.sandbox import ComposeSandbox, DockerSandbox
 from agentcompass.providers.docker.settings import DockerSettings
 from agentcompass.providers.remote import OWNER_LABEL, is_leftover, one_line, process_owner
@@ -31,10 +34,13 @@ from agentcompass.providers.remote import OWNER_LABEL, is_leftover, one_line, pr
 if TYPE_CHECKING:
     import docker
 
-# PID 1 of every container: independent of the image's ENTRYPOINT and CMD, and it exits on SIGTERM.
-# No trap: as PID 1 without init, the shell ignores SIGTERM and SIGINT (the kernel drops them for a namespace's
-# init that set no handler), as the official `sleep infinity` does; close() removes the container by force.
-KEEP_ALIVE = ["-c", "while :; do sleep 3600 & wait $!; done"]
+# The container's command, in place of the image's CMD; the image's ENTRYPOINT runs with it as its arguments, as
+# Harbor's compose file (`command: sh -c "sleep infinity"`), the SWE-bench harness and Terminal-Bench run theirs:
+# an entrypoint that starts a service and then execs its arguments leaves the service running (what a task's
+# healthcheck and tests expect); an image without one runs the keep-alive itself. As PID 1 without init the
+# shell ignores SIGTERM and SIGINT (the kernel drops them for a namespace's init that set no handler), as the
+# official `sleep infinity` does; close() removes the container by force.
+KEEP_ALIVE = ["/bin/sh", "-c", "while :; do sleep 3600 & wait $!; done"]
 START_HINT = ("start the engine (`sudo systemctl start docker`, or run `sudo dockerd` in another terminal; "
               "on macOS/Windows open Docker Desktop) or point DOCKER_HOST at a running engine")
 
@@ -59,6 +65,8 @@ class DockerProvider:
         self._lock = threading.Lock()
         self.images = DockerImages(lambda: self.client, self.settings)
         self._owner = process_owner(uuid.uuid4().hex[:8])  # labels our containers, for the name-clash rule
+        self.run_network = RunNetwork(lambda: self.client.api)
+        self._entrypoints: dict[str, bool] = {}  # image -> it has an ENTRYPOINT (a run's images do not change under it)
 
     # -- engine --------------------------------------------------------------------------
     @property
@@ -91,6 +99,7 @@ class DockerProvider:
                           "its egress proxy serves a trial's own container only")
         common_refusals(spec, "docker", gpus=self._engine_gpus, switch_network=spec.compose is None, compose=True,
                         allowlist=True)
+        refuse_privileges(spec, self.settings)
         if uses_egress(spec):  # its proxy's image is built in the trial: its base must be to hand
             self.images.check_build_bases(dataclasses.replace(spec, build_context=EGRESS_CONTEXT,
                                                                build_args={"BASE_IMAGE": self.settings.egress_base_image}))
@@ -117,9 +126,10 @@ class DockerProvider:
         # one with an allowlist lives on a network of its own whose way out is the phase's proxy.
         egress = Egress(self, spec) if uses_egress(spec) else None
         switches = "public" in spec.network_modes and not egress
-        network = settings.network if spec.allow_internet or switches else "none"
+        public = self.public_network(spec) if not client and (spec.allow_internet or switches or egress) else None
+        network = public if spec.allow_internet or switches else "none"
         if egress:
-            egress.open()
+            egress.open(public or "none")
         host_config = api.create_host_config(
             network_mode=(client.network_mode or spec.name) if client else spec.name if egress else network,
             device_requests=[docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])] if spec.gpus else None,
@@ -128,8 +138,9 @@ class DockerProvider:
             storage_opt={"size": f"{spec.storage_mb}M"} if spec.storage_mb and not self._storage_lack else None,
             init=settings.init,
             **(host_options(client, spec.name) if client else {}),
+            **hardened_options(settings, client),
         )
-        create = dict(image=image, command=KEEP_ALIVE, entrypoint=["/bin/sh"], working_dir=spec.workdir or None,
+        create = dict(image=image, command=KEEP_ALIVE, working_dir=spec.workdir or None,
                       environment={**spec.env, **(PROXY_ENV if egress else {})},
                       labels={**spec.labels, OWNER_LABEL: self._owner}, name=spec.name,
                       host_config=host_config, detach=True)
@@ -141,9 +152,12 @@ class DockerProvider:
             try:
                 created = api.create_container(**create)
             except docker.errors.APIError as exc:
-                if exc.status_code != 409:
+                if public and missing_network(exc):  # another job of the run removed it between its trials
+                    self.public_network(spec, again=True)
+                elif exc.status_code == 409:
+                    self._remove_leftover(spec)
+                else:
                     raise
-                self._remove_leftover(spec)
                 created = api.create_container(**create)
         except docker.errors.APIError as exc:
             if spec.compose:
@@ -157,14 +171,39 @@ class DockerProvider:
             sandbox: DockerSandbox = ComposeSandbox(self.client, created["Id"], spec, settings, services, has_task_image=own)
         else:
             sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own, egress=egress)
+        sandbox.public_network = public or "none"
         try:
             api.start(created["Id"])
+            if not client and self._has_entrypoint(image) and entrypoint_exited(api, sandbox.id, spec.name):
+                api.remove_container(sandbox.id, force=True, v=True)
+                sandbox.id = api.create_container(**{**create, "entrypoint": KEEP_ALIVE[:1], "command": KEEP_ALIVE[1:]})["Id"]
+                api.start(sandbox.id)
         except docker.errors.APIError as exc:
             sandbox.close()
             raise InfraError(f"cannot start container {spec.name} from {image}: {one_line(exc.explanation or exc)}") from exc
         if switches and not spec.allow_internet:
             sandbox.set_network("no-network")
         return sandbox
+
+    def _has_entrypoint(self, image: str) -> bool:
+        if image not in self._entrypoints:
+            self._entrypoints[image] = bool(image_entrypoint(self.client.api, image))
+        return self._entrypoints[image]
+
+    def public_network(self, spec: SandboxSpec, again: bool = False) -> str:
+        """The network of a trial that may reach the internet: the user's `network`, else the run's own
+        (`again`: it was found gone, made anew)."""
+        return self.settings.network or self.run_network.ensure(spec.labels.get("run") or "run", again)
+
+    def host_address(self, run_name: str) -> str:
+        """The IPv4 address at which this run's sandboxes that have a network reach this host (the gateway
+        of the run's network, made if need be): where a service for them (the model gateway) listens."""
+        return self.run_network.host_address(self.settings.network or self.run_network.ensure(run_name))
+
+    def end_run(self, run_name: str) -> None:
+        """The run is over: its network goes (not while a kept sandbox is on it)."""
+        if self._client is not None and not self.settings.network:
+            self.run_network.remove(run_name)
 
     def _remove_leftover(self, spec: SandboxSpec) -> None:
         """The trial's name is taken: remove the holder only when it is this very trial's leftover."""

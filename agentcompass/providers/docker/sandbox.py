@@ -37,6 +37,7 @@ class DockerSandbox(RemoteSandbox):
         self.api = client.api
         self.id = container_id
         self.egress = egress  # an allowlist task's network and proxy
+        self.public_network = settings.network or "none"  # a public phase's network (the provider sets the run's)
 
     def attach_hint(self) -> str:
         host = f"DOCKER_HOST={os.environ['DOCKER_HOST']} " if os.environ.get("DOCKER_HOST") else ""
@@ -80,7 +81,7 @@ class DockerSandbox(RemoteSandbox):
 
         if self.egress:
             self.egress.enter(mode, allowed_hosts)
-        network, wanted = self.settings.network, mode == "public"
+        network, wanted = self.public_network, mode == "public"
         attached = network in self.api.inspect_container(self.id)["NetworkSettings"]["Networks"]
         try:
             if wanted and not attached:

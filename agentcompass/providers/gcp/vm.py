@@ -75,8 +75,9 @@ def startup_script(name: str, spec: SandboxSpec, s: Any) -> str:
     cpus, memory = s.cpu or spec.cpus, s.memory or spec.memory_mb
     # A task whose phases switch networks starts on the bridge; the sandbox leaves it for a phase without one.
     network = "bridge" if spec.allow_internet or "public" in spec.network_modes else "none"
-    run = ["docker", "run", "-d", "--name", name, "--init", "--network", network,
-           "-w", spec.workdir, "--entrypoint", "/bin/sh"]
+    # The image's ENTRYPOINT runs with the keep-alive as its arguments, as on docker (providers/docker/entrypoint.py);
+    # one that exits instead (it ignores its arguments) gives way to the keep-alive alone.
+    run = ["docker", "run", "-d", "--name", name, "--init", "--network", network, "-w", spec.workdir]
     run += [f"--cpus={cpus}"] if cpus else []
     run += [f"--memory={memory}m"] if memory else []
     run += [a for k, v in spec.labels.items() for a in ("--label", f"{k}={v}")]
@@ -90,5 +91,15 @@ def startup_script(name: str, spec: SandboxSpec, s: Any) -> str:
         f"mv {state}/status.part {state}/status; }}; exit 1; }}",
         f"[ -e {state}/status ] && exit 0  # a reboot starts no second container",
         f"( {get_image} ) && {{ docker rm -f {name} >/dev/null 2>&1; "
-        f"{' '.join(q(a) for a in run)} {image} {' '.join(q(a) for a in KEEP_ALIVE)}; }}",
+        f"{' '.join(q(a) for a in run)} {image} {' '.join(q(a) for a in KEEP_ALIVE)} && {{ {settled(name)} || "
+        f"{{ docker rm -f {name} >/dev/null; {' '.join(q(a) for a in run)} --entrypoint {KEEP_ALIVE[0]} {image} "
+        f"{' '.join(q(a) for a in KEEP_ALIVE[1:])}; }}; }}; }}",
         f"echo $? > {state}/status.part && mv {state}/status.part {state}/status", ""])
+
+
+def settled(container: str) -> str:
+    """Shell: true once the container runs the keep-alive (or still runs after 2 s: a service that ignores its
+    arguments), false when its entrypoint exited first."""
+    running = f"[ \"$(docker inspect -f '{{{{.State.Running}}}}' {container})\" = true ]"
+    return (f"{{ i=0; while [ $i -lt 20 ] && {running} && ! docker top {container} | grep -q 'sleep 3600'; "
+            f"do i=$((i+1)); sleep 0.1; done; {running}; }}")
