@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 
@@ -66,3 +67,14 @@ def unconnectable_endpoint() -> Iterator[str]:
         for filler in fillers:
             filler.close()
         server.close()
+
+
+def kernel_connect_timeout_s() -> float:
+    """How long one connect to `unconnectable_endpoint` waits when the code sets no timeout: the kernel resends
+    the SYN tcp_syn_retries times, doubling from 1 s (127 s at Linux's default of 6). A test bounded by this
+    fails only when the code's own connect timeout is not applied, never because a busy machine is slow."""
+    try:
+        retries = int(Path("/proc/sys/net/ipv4/tcp_syn_retries").read_text())
+    except (OSError, ValueError):
+        retries = 6
+    return float(2 ** (retries + 1) - 1)
