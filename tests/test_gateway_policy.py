@@ -223,3 +223,19 @@ def test_a_tunnels_gateway_listens_where_the_tunnel_connects(upstream, public_ur
     resolved = run_config("modal", upstream.url, gateway={"public_url": public_url})
     with Gateway.for_run(resolved) as gateway:
         assert gateway.addresses == [listens]
+
+
+@pytest.mark.parametrize("online", [False, True])
+def test_codex_offers_openais_web_search_only_on_a_task_with_internet(online):
+    """Codex 0.171 offers OpenAI's hosted web_search (live web access) on every request unless its config says
+    `web_search = "disabled"`; offline, the gateway would refuse every call of an honest codex without it."""
+    import tomllib
+    from types import SimpleNamespace
+
+    from agentcompass.core.schema import ModelConfig
+    from agentcompass.harnesses.codex import CodexHarness
+
+    model = ModelConfig(**{**GPT, "base_url": "http://x/v1", "api_key": "sk-x"})
+    endpoint = SimpleNamespace(openai_base_url="http://x/v1", hosted_tools=online)
+    config = tomllib.loads(CodexHarness.config_files(CodexHarness.__new__(CodexHarness), model, endpoint)[".codex/config.toml"])
+    assert config.get("web_search") == (None if online else "disabled")
