@@ -101,7 +101,7 @@ def test_an_attack_request_is_refused_before_the_upstream(offline_gateways, name
     error = reply.json()["error"]
     assert named in error["message"] and error["message"].startswith("agentcompass gateway: "), error
     assert upstream.received == []
-    assert endpoint.usage()["calls"] == 0  # not the upstream's call, not metered
+    assert endpoint.usage()["calls"] == 0 and endpoint.usage()["refused"] >= 1  # counted apart, not a call
 
 
 @pytest.mark.parametrize("kind, field, asked", [("chat", "max_tokens", 1_000_000), ("chat", "max_completion_tokens", 10**6),

@@ -54,6 +54,8 @@ class CallRecorder(Protocol):
 
     def over_cap(self) -> str | None: ...
 
+    def refused(self, reason: str) -> None: ...
+
     def begin(self) -> int: ...
 
     def record(self, seconds: float, status: int, tokens: tuple[int, int, int, int] | None) -> None: ...
@@ -310,6 +312,7 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
         try:
             sent = admit(kind or "count_tokens", request.url.query, request.headers, sent, trial.policy)
         except Refused as refused:
+            trial.refused(str(refused))
             return failure(shape, refused.status, str(refused))
         body, asked_usage = rewrite(sent, upstream, kind)
         assert client is not None

@@ -62,7 +62,8 @@ class GatewayEndpoint:
 
     def usage(self) -> dict[str, Any]:
         """This trial's calls so far: tokens_in, tokens_out, tokens_cached, tokens_cache_write, calls (answered 2xx),
-        generation_s, errors_5xx; and errors (every failed call), cost_usd, cost_known."""
+        generation_s, errors_5xx; and errors (every failed call), cost_usd, cost_known; capped (a spend cap's
+        reason, or None), refused (requests the policy did not forward)."""
         return self.meter.totals()
 
 
@@ -70,13 +71,16 @@ class TrialMeter:
     """One trial's calls through the gateway, written to its model_calls.jsonl as they end; what its requests may
     carry (policy) and the spend caps it is held to (its own and the run's)."""
 
-    def __init__(self, meter: "Meter", policy: RequestPolicy | None = None, run_spend: RunSpend | None = None) -> None:
+    def __init__(self, meter: "Meter", policy: RequestPolicy | None = None, run_spend: RunSpend | None = None,
+                 name: str = "") -> None:
         self.meter = meter
+        self.name = name  # task and attempt, for the log
         self.policy = policy or RequestPolicy()
         self.run_spend = run_spend or RunSpend(SpendCaps())
         self.errors_5xx = 0
         self.capped = threading.Event()  # set at the first call refused at a cap: the harness stops the agent
         self.cap_reason: str | None = None
+        self.refusals: dict[str, int] = {}  # requests the policy refused, by reason (never forwarded, not calls)
         self._lock = threading.Lock()  # totals are read from the harness's thread while calls end
         self._settled = threading.Condition(self._lock)
         self._in_flight: set[int] = set()
@@ -92,6 +96,14 @@ class TrialMeter:
             if self.cap_reason is not None:
                 self.capped.set()
             return self.cap_reason
+
+    def refused(self, reason: str) -> None:
+        """A request the policy did not forward: counted, and logged the first time each reason comes."""
+        with self._lock:
+            seen = self.refusals.get(reason, 0)
+            self.refusals[reason] = seen + 1
+        if not seen:
+            log.warning("model gateway refused a request", trial=self.name, reason=reason)
 
     def begin(self) -> int:
         """A call came in: until `end`, the trial's release waits for it to be recorded."""
@@ -131,7 +143,7 @@ class TrialMeter:
                     "tokens_cache_write": usage.tokens_cache_write,
                     "calls": usage.model_calls, "generation_s": round(usage.generation_s, 6),
                     "errors_5xx": self.errors_5xx, "errors": usage.model_errors, "cost_usd": usage.cost_usd,
-                    "cost_known": usage.cost_known, "capped": self.cap_reason}
+                    "cost_known": usage.cost_known, "capped": self.cap_reason, "refused": sum(self.refusals.values())}
 
 
 def upstream_of(model: "ModelConfig") -> Upstream:
@@ -286,7 +298,8 @@ class Gateway:
         token = f"acg-{secrets.token_urlsafe(24)}"
         internet = bool(getattr(getattr(getattr(sandbox, "inner", sandbox), "spec", None), "allow_internet", False))
         policy = RequestPolicy(self.output_limit, hosted_tools=internet, extensions=self.extensions)
-        meter = TrialMeter(Meter(self.model, trial.dir / CALLS_FILE), policy, self.spend)
+        meter = TrialMeter(Meter(self.model, trial.dir / CALLS_FILE), policy, self.spend,
+                           f"{trial.task_id} attempt {trial.attempt}")
         with self._lock:
             self._trials[token] = meter
         root = f"{base}/t/{token}"
