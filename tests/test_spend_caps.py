@@ -74,15 +74,15 @@ def test_a_runs_cap_holds_across_its_trials_and_refuses_new_ones(upstream, local
 
 
 # -- end to end: an agent that never stops on its own -------------------------------------------------------------
-def looper_args(tmp_path: Path, url: str, *extra: str) -> list[str]:
+def looper_args(tmp_path: Path, url: str, *extra: str, env: str = "local") -> list[str]:
     folder = tmp_path / "config" / "harnesses"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "gateway_looper.yaml").write_text("name: gateway_looper\ndescription: calls the gateway until stopped\n"
                                                 "impl: gateway_looper:GatewayLooper\nneeds_model: true\nversion: '0'\n"
                                                 "timeout_s: 600\n")
     return ["run", "demo", "gateway_looper", "glm-5.2", "--model-base-url", f"{url}/v1", "--model-api-key", KEY,
-            "--no-model-check", "--config-dir", str(tmp_path / "config"), "--env-params", '{"isolation": "none"}',
-            "--benchmark-params", '{"sample_ids": ["fix-median-bug"]}', "--results-dir", str(tmp_path / "results"),
+            "--no-model-check", "--config-dir", str(tmp_path / "config"),
+            *(["--env-params", '{"isolation": "none"}'] if env == "local" else ["--env", env]), "--benchmark-params", '{"sample_ids": ["fix-median-bug"]}', "--results-dir", str(tmp_path / "results"),
             "--run-name", "caps", "--task-concurrency", "1", *extra]
 
 
@@ -92,11 +92,15 @@ def trials_of(tmp_path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return sorted(trials, key=lambda t: t["attempt"]), json.loads((run_dir / "summary.json").read_text())
 
 
-def test_an_agent_at_its_trial_cap_is_stopped_and_its_attempt_failed(upstream, tmp_path, monkeypatch):
+@pytest.mark.parametrize("env", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_an_agent_at_its_trial_cap_is_stopped_and_its_attempt_failed(upstream, tmp_path, monkeypatch, env, request):
+    """On docker the stop is a second exec into the container while the CLI's own still runs."""
     from agentcompass.commands.cli import main
 
+    if env == "docker":
+        request.getfixturevalue("base_image")
     monkeypatch.syspath_prepend(str(TESTS))
-    assert main(looper_args(tmp_path, upstream.url, "--k", "2", "run.max_trial_tokens=2000")) == 0
+    assert main(looper_args(tmp_path, upstream.url, "--k", "2", "run.max_trial_tokens=2000", env=env)) == 0
     trials, summary = trials_of(tmp_path)
     assert [(t["status"], t["error_category"]) for t in trials] == [("error", "agent")] * 2
     for trial in trials:
