@@ -73,6 +73,38 @@ def test_a_runs_cap_holds_across_its_trials_and_refuses_new_ones(upstream, local
         gateway.stop()
 
 
+def test_under_a_cap_an_attempt_has_a_bounded_number_of_calls_in_flight(upstream, local_sandbox, tmp_path):
+    """Every call is checked against the cap before it starts, so an agent that opened many at once would overshoot
+    the cap by all of them: under a cap, the calls past MAX_IN_FLIGHT wait (a 429, which clients retry)."""
+    import contextlib
+    import threading
+
+    import httpx
+
+    from agentcompass.gateway.caps import MAX_IN_FLIGHT
+
+    upstream.gate = threading.Event()  # each stream holds after its first event
+    gateway = capped_gateway(upstream.url, SpendCaps(trial_tokens=10**9))
+    try:
+        endpoint = gateway.endpoint(new_trial(tmp_path), local_sandbox)
+        url, auth = f"{endpoint.openai_base_url}/chat/completions", {"authorization": f"Bearer {endpoint.api_key}"}
+        held = []  # each stream's line iterator: one dropped would close its stream
+        with httpx.Client(timeout=60) as client, contextlib.ExitStack() as streams:
+            for _ in range(MAX_IN_FLIGHT):
+                reply = streams.enter_context(client.stream("POST", url, json={"messages": HELLO, "stream": True},
+                                                            headers=auth))
+                held.append(reply.iter_lines())
+                assert reply.status_code == 200 and next(held[-1])
+            extra = client.post(url, json={"messages": HELLO}, headers=auth)
+            assert extra.status_code == 429 and "too many model calls" in extra.text
+            assert len(upstream.received) == MAX_IN_FLIGHT
+            upstream.gate.set()
+        assert call(endpoint).status_code == 200  # once they ended, calls go through again
+    finally:
+        upstream.gate.set()
+        gateway.stop()
+
+
 # -- end to end: an agent that never stops on its own -------------------------------------------------------------
 def looper_args(tmp_path: Path, url: str, *extra: str, env: str = "local") -> list[str]:
     folder = tmp_path / "config" / "harnesses"

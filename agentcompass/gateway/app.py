@@ -56,7 +56,7 @@ class CallRecorder(Protocol):
 
     def refused(self, reason: str) -> None: ...
 
-    def begin(self) -> int: ...
+    def begin(self) -> int | None: ...
 
     def record(self, seconds: float, status: int, tokens: tuple[int, int, int, int] | None) -> None: ...
 
@@ -323,6 +323,9 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
                 trial.record(time.monotonic() - start, status, tokens)
 
         call, streamed = trial.begin(), False
+        if call is None:  # under a spend cap, a bounded number of calls at once: a cap is overshot by at most those
+            return failure(shape, 429, "agentcompass gateway: too many model calls of this attempt at once under a "
+                                       "spend cap; try again when one has ended", "rate_limit_error")
         try:
             try:
                 url = upstream.url(path) + (f"?{request.url.query}" if request.url.query else "")  # admitted: ?beta=true

@@ -4,7 +4,8 @@ run.max_trial_cost_usd, run.max_tokens, run.max_cost_usd).
 A call is forwarded only while its trial and the run are under every cap; the first call refused at a cap
 stops the trial's agent (its meter's `capped` event, which the harness waits on) and gives the attempt its
 reason. The cap is checked before each call, so calls already in flight finish and are counted: a run
-overshoots a cap by at most what its calls in flight spend.
+overshoots a cap by at most what its calls in flight spend, and under a cap an attempt has at most
+MAX_IN_FLIGHT calls in flight (more get a 429, which clients retry).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agentcompass.core.schema import RunConfig
+
+MAX_IN_FLIGHT = 16  # calls of one attempt at once under a cap (Claude Code's parallel subagents stay well under)
 
 
 @dataclass(frozen=True)

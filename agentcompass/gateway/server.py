@@ -26,7 +26,7 @@ import structlog
 from agentcompass.core.calls import CALLS_FILE
 from agentcompass.core.errors import InfraError, SpendCapReached, UserError
 from agentcompass.gateway.app import Upstream, build_app, cleared_fields
-from agentcompass.gateway.caps import RunSpend, SpendCaps
+from agentcompass.gateway.caps import MAX_IN_FLIGHT, RunSpend, SpendCaps
 from agentcompass.gateway.listener import Listener
 from agentcompass.gateway.reach import (LOOPBACK, WILDCARDS, bind_host, check_caps_priced, local_offline_refusal,
                                         network_gateway)
@@ -105,9 +105,12 @@ class TrialMeter:
         if not seen:
             log.warning("model gateway refused a request", trial=self.name, reason=reason)
 
-    def begin(self) -> int:
-        """A call came in: until `end`, the trial's release waits for it to be recorded."""
+    def begin(self) -> int | None:
+        """A call came in: until `end`, the trial's release waits for it to be recorded. None: under a spend cap
+        and MAX_IN_FLIGHT calls of this trial are in flight already (the cap would be overshot by all of them)."""
         with self._lock:
+            if self.run_spend.caps.any and len(self._in_flight) >= MAX_IN_FLIGHT:
+                return None
             self._next_call += 1
             self._in_flight.add(self._next_call)
             return self._next_call
