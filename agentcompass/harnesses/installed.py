@@ -47,9 +47,12 @@ AGENT_DIR = "/tmp/agentcompass-agent"  # the CLI, its HOME, config and env file;
 HOME_DIR = f"{AGENT_DIR}/home"
 DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 LAST_OUTPUT_CHARS = 1500  # of the CLI's output, in an error's message
-PID_FILE = f"{AGENT_DIR}/pid"  # the CLI's process id, to stop it at a spend cap
-STOP_CLI = (f"p=$(cat {PID_FILE} 2>/dev/null) && [ -n \"$p\" ] && kill -TERM \"$p\" 2>/dev/null; "
-            f"sleep 2; [ -n \"$p\" ] && kill -KILL \"$p\" 2>/dev/null; true")
+STOP_FILE = f"{AGENT_DIR}/stop"  # made at a spend cap: the CLI's watcher stops it
+# Started beside the CLI in its own exec (so it shares the CLI's process namespace, which a later exec under bwrap
+# does not): `$$` is the shell's pid, which `exec` hands to the CLI; it ends when the CLI does.
+WATCH_CLI = (f"( p=$$; while kill -0 $p 2>/dev/null; do if [ -e {STOP_FILE} ]; then kill -TERM $p; sleep 2; "
+             f"kill -KILL $p 2>/dev/null; exit 0; fi; sleep 1; done ) </dev/null >/dev/null 2>&1 &")
+STOP_CLI = f"touch {STOP_FILE}"
 CAP_POLL_S = 0.5
 
 
@@ -151,8 +154,8 @@ class InstalledAgent:
             limit = self.time_limit_s(task)
             done = threading.Event()
             stop_at_cap(sandbox, endpoint, done)
-            try:  # `exec`: the CLI takes the shell's process id, written first so a spend cap can stop it
-                result = sandbox.exec(f"set -a; . {AGENT_DIR}/env; set +a; echo $$ > {PID_FILE}; exec 0</dev/null; "
+            try:  # `exec`: the CLI takes the shell's process id, which the watcher stops at a spend cap
+                result = sandbox.exec(f"set -a; . {AGENT_DIR}/env; set +a; exec 0</dev/null; {WATCH_CLI} "
                                       f"exec {self.command(model, task.workdir)}", cwd=task.workdir, timeout=limit)
             finally:
                 done.set()
@@ -225,7 +228,7 @@ class InstalledAgent:
 
 def stop_at_cap(sandbox: "Sandbox", endpoint: Any, done: threading.Event) -> None:
     """Stop the CLI once the gateway refuses its calls at a spend cap (it would otherwise go on, or retry):
-    a thread waits on the endpoint's `capped` until the CLI's exec is done."""
+    a thread waits on the endpoint's `capped` until the CLI's exec is done, then makes the watcher's stop file."""
     capped = getattr(endpoint, "capped", None)
     if capped is None:  # the preset's own endpoint: no gateway, no caps
         return
