@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -107,14 +108,26 @@ def test_under_a_cap_an_attempt_has_a_bounded_number_of_calls_in_flight(upstream
 
 # -- end to end: an agent that never stops on its own -------------------------------------------------------------
 def looper_args(tmp_path: Path, url: str, *extra: str, env: str = "local") -> list[str]:
+    """`run demo gateway_looper glm-5.2` on one task; env bwrap: the task with internet (bubblewrap gives a task
+    without internet no network at all, not even the gateway's)."""
     folder = tmp_path / "config" / "harnesses"
     folder.mkdir(parents=True, exist_ok=True)
+    recipe = "demo"
+    if env == "bwrap":
+        recipe = "demo_online"
+        task = tmp_path / "config" / "recipes" / recipe / "fix-median-bug"
+        shutil.copytree(REPO / "recipes" / "demo" / "fix-median-bug", task)
+        toml = task / "task.toml"
+        toml.write_text(toml.read_text().replace("allow_internet = false", "allow_internet = true"))
+        (task.parent.parent / f"{recipe}.yaml").write_text(f"name: {recipe}\ndescription: demo with internet\n"
+                                                            f"format: harbor\nsource: {{path: {recipe}}}\nruns_on_host: true\n")
     (folder / "gateway_looper.yaml").write_text("name: gateway_looper\ndescription: calls the gateway until stopped\n"
                                                 "impl: gateway_looper:GatewayLooper\nneeds_model: true\nversion: '0'\n"
                                                 "timeout_s: 600\n")
-    return ["run", "demo", "gateway_looper", "glm-5.2", "--model-base-url", f"{url}/v1", "--model-api-key", KEY,
+    isolation = {"local": ["--env-params", '{"isolation": "none"}'], "bwrap": ["--env-params", '{"isolation": "bwrap"}']}
+    return ["run", recipe, "gateway_looper", "glm-5.2", "--model-base-url", f"{url}/v1", "--model-api-key", KEY,
             "--no-model-check", "--config-dir", str(tmp_path / "config"),
-            *(["--env-params", '{"isolation": "none"}'] if env == "local" else ["--env", env]), "--benchmark-params", '{"sample_ids": ["fix-median-bug"]}', "--results-dir", str(tmp_path / "results"),
+            *isolation.get(env, ["--env", env]), "--benchmark-params", '{"sample_ids": ["fix-median-bug"]}', "--results-dir", str(tmp_path / "results"),
             "--run-name", "caps", "--task-concurrency", "1", *extra]
 
 
@@ -124,9 +137,10 @@ def trials_of(tmp_path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return sorted(trials, key=lambda t: t["attempt"]), json.loads((run_dir / "summary.json").read_text())
 
 
-@pytest.mark.parametrize("env", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.mark.parametrize("env", ["local", "bwrap", pytest.param("docker", marks=pytest.mark.docker)])
 def test_an_agent_at_its_trial_cap_is_stopped_and_its_attempt_failed(upstream, tmp_path, monkeypatch, env, request):
-    """On docker the stop is a second exec into the container while the CLI's own still runs."""
+    """The stop reaches the CLI in each kind of sandbox: bubblewrap gives each command its own PID namespace, docker
+    runs the stop as a second exec while the CLI's own still runs."""
     from agentcompass.commands.cli import main
 
     if env == "docker":
