@@ -4,6 +4,7 @@ a local sandbox, trials, and helpers to post and stream."""
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 from pathlib import Path
 from typing import Any
@@ -79,3 +80,27 @@ def calls_of(trial: TrialContext) -> list[dict[str, Any]]:
 def stream_text(url: str, body: dict[str, Any], **headers: str) -> tuple[int, str]:
     with httpx.stream("POST", url, json=body, headers=headers, timeout=30) as reply:
         return reply.status_code, reply.read().decode()
+
+
+def own_addresses() -> list[str]:
+    """This machine's IPv4 addresses other than loopback, one per interface (the kernel's SIOCGIFADDR)."""
+    import fcntl
+    import struct
+
+    found = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, name in socket.if_nameindex():
+            try:
+                raw = fcntl.ioctl(probe.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+            except OSError:  # no IPv4 address on it
+                continue
+            address = socket.inet_ntoa(raw[20:24])
+            if not address.startswith("127."):
+                found.append(address)
+    return found
+
+
+def connects(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(5)
+        return probe.connect_ex((host, port)) == 0

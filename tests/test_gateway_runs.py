@@ -24,7 +24,8 @@ from agentcompass.core.schema import GatewaySettings, ModelConfig
 from agentcompass.core.context import TrialContext
 from docker_networks import subnet_only_network as subnet_only_network_of
 from gateway_upstream import KEY
-from gateway_fixtures import GLM, HELLO, REPO, TESTS, calls_of, new_trial, post, start_gateway, stream_text
+from gateway_fixtures import GLM, HELLO, REPO, TESTS, calls_of, connects, new_trial, own_addresses, post, start_gateway
+from gateway_fixtures import stream_text
 from gateway_fixtures import gateways, local_sandbox, upstream  # noqa: F401 (fixtures)
 
 
@@ -55,7 +56,7 @@ def test_a_docker_container_reaches_the_gateway(upstream, base_image, tmp_path, 
         network = request.getfixturevalue("subnet_only_network")
         assert not any(ipam_gateways(network)), "the engine lists a gateway: this case would test nothing"
     run = f"gwtest-{uuid.uuid4().hex[:8]}"
-    gateway = start_gateway(GLM, upstream.url, host="0.0.0.0")
+    gateway = start_gateway(GLM, upstream.url)  # loopback: the container's address to this host is added on demand
     provider = DockerProvider(network=network) if network else DockerProvider()
     sandbox = provider.open(SandboxSpec(name=run, image=base_image, workdir="/", allow_internet=internet,
                                         network_modes=modes, labels={"agentcompass": "1", "run": run}))
@@ -67,6 +68,10 @@ def test_a_docker_container_reaches_the_gateway(upstream, base_image, tmp_path, 
         result = sandbox.exec(f'python3 -c "{client}"', env={"U": endpoint.openai_base_url, "K": endpoint.api_key}, timeout=60)
         assert result.stdout.strip() == "200", result.stderr
         assert endpoint.usage()["calls"] == 1 and len(upstream.received) == 1
+        # It listens where containers reach this host, and on no address another machine could use.
+        host = endpoint.openai_base_url.split("//")[1].split(":")[0]
+        assert gateway.addresses == sorted(["127.0.0.1", host])
+        assert [a for a in own_addresses() if a != host and connects(a, gateway.port)] == []
         networks = sandbox.api.inspect_container(sandbox.id)["NetworkSettings"]["Networks"]
         if not internet:  # only the run's internal network: this host, nothing beyond
             (name,) = networks

@@ -61,3 +61,8 @@ class FatalInfraError(TrialError):
 
     retryable = False
     fatal = True
+
+
+class SpendCapReached(AgentError):
+    """The model gateway refused the agent's calls at a spend cap (run.max_cost_usd and friends): the agent was
+    stopped and the attempt is failed with the cap in its message, counted like any agent error, never retried."""

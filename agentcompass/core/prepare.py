@@ -12,7 +12,7 @@ from agentcompass.core.errors import UserError
 from agentcompass.core.fingerprint import fingerprint
 from agentcompass.core.registry import load, resolve
 from agentcompass.core.run_dir import refuse_if_in_use, resume_target
-from agentcompass.core.schema import ResolvedConfig
+from agentcompass.core.schema import SPEND_CAPS, ResolvedConfig
 from agentcompass.core.shard_policy import check_processes
 from agentcompass.core.task import Task
 from agentcompass.core.contracts import TaskFormat, check_agent_tools
@@ -65,6 +65,10 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
         check_tasks(tasks)
     if getattr(harness_cls, "uses_gateway", False):
         load("service", "gateway_check")(resolved, tasks, provider)
+    elif caps := [f"run.{name}" for name in SPEND_CAPS if getattr(resolved.run, name) is not None]:
+        raise UserError(f"{', '.join(caps)}: spend caps are enforced at the model gateway, which harness "
+                        f"'{harness_cfg.name}' does not use; remove them (mini_swe_agent: harness.cost_limit and "
+                        "harness.step_limit cap each attempt)")
     if needs_model:
         from agentcompass.core.models import check_model, litellm_name
 

@@ -75,6 +75,9 @@ class ModelConfig(Strict):
     pricing: Pricing | None = None
     connect_timeout_s: float = Field(10.0, gt=0)  # a call that cannot connect within this fails (then retried)
     request_timeout_s: float = Field(600.0, gt=0)  # a whole request, generation included (litellm's default)
+    # The most output tokens one call may ask for through the gateway (larger asks are lowered to it);
+    # None: litellm's figure for the model, else agentcompass.gateway.policy.DEFAULT_MAX_OUTPUT_TOKENS.
+    max_output_tokens: int | None = Field(None, ge=1)
 
     @field_validator("name", "base_url")
     @classmethod
@@ -117,9 +120,12 @@ class EnvConfig(BaseModel):
 class GatewaySettings(Strict):
     """The run's model gateway (agentcompass.gateway.server), for harnesses that send their model calls through it."""
 
-    host: str | None = None  # address it listens on; default 127.0.0.1 on local, 0.0.0.0 elsewhere (docker bridges)
+    host: str | None = None  # address it listens on; None: only where the run's sandboxes reach it (docs/gateway.md)
     port: int = Field(0, ge=0, le=65535)  # 0: any free port
     public_url: str | None = None  # how sandboxes reach it when they cannot on their own (modal, gcp, a remote engine)
+
+
+SPEND_CAPS = ("max_cost_usd", "max_tokens", "max_trial_cost_usd", "max_trial_tokens")  # RunConfig's, at the gateway
 
 
 class RunConfig(Strict):
@@ -140,6 +146,12 @@ class RunConfig(Strict):
     sweep_parallel: bool = False  # a -m sweep runs every job at once in one pool (--sweep-parallel)
     processes: int | None = Field(None, ge=1)  # worker processes for the trials; None: one per core past 128 at once
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    # Spend caps, enforced at the model gateway (docs/gateway.md): reached, further calls are refused and the
+    # attempt fails with the reason. Tokens are input (cache reads and writes included) plus output.
+    max_cost_usd: float | None = Field(None, gt=0)  # the whole run's model spend
+    max_tokens: int | None = Field(None, ge=1)  # the whole run's tokens
+    max_trial_cost_usd: float | None = Field(None, gt=0)  # one attempt's model spend
+    max_trial_tokens: int | None = Field(None, ge=1)  # one attempt's tokens
 
 
 class ResolvedConfig(Strict):

@@ -1,7 +1,8 @@
 """The model gateway's HTTP side: a Starlette app that forwards an agent's model calls upstream.
 
-Each request is checked for a trial's token, rewritten to the preset's upstream model and tier,
-sent with the real key, and its reply metered from the upstream's own usage. Streams (SSE) are
+Each request is checked for a trial's token, under the trial's and the run's spend caps (caps), against the
+API's allowlist of fields and headers (policy), rewritten to the preset's upstream model and tier, sent with
+the real key, and its reply metered from the upstream's own usage. Streams (SSE) are
 relayed event by event as they arrive; the usage is read from the events on the way through.
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentcompass.core.merge import deep_merge
+from agentcompass.gateway.policy import Refused, RequestPolicy, admit
 
 if TYPE_CHECKING:
     import httpx
@@ -31,7 +33,7 @@ ROUTES: dict[tuple[str, str], tuple[str, str | None]] = {
     ("POST", "messages"): ("anthropic", "messages"),
     ("POST", "messages/count_tokens"): ("anthropic", None),
 }
-CLIENT_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta", "accept")  # passed upstream as sent
+CLIENT_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta", "accept")  # passed upstream (policy checks them)
 DROPPED_REPLY_HEADERS = {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive",
                          "set-cookie"}
 ANTHROPIC_VERSION = "2023-06-01"
@@ -48,7 +50,13 @@ STREAM_ENDS = ("response.completed", "response.incomplete", "response.failed")  
 class CallRecorder(Protocol):
     """One trial's meter (agentcompass.gateway.server.TrialMeter)."""
 
-    def begin(self) -> int: ...
+    policy: RequestPolicy
+
+    def over_cap(self) -> str | None: ...
+
+    def refused(self, reason: str) -> None: ...
+
+    def begin(self) -> int | None: ...
 
     def record(self, seconds: float, status: int, tokens: tuple[int, int, int, int] | None) -> None: ...
 
@@ -291,12 +299,21 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
             return failure(shape, 400, f"agentcompass gateway: model '{upstream.model}' is served by an "
                                        f"{upstream.shape}-compatible endpoint and this gateway does not translate "
                                        f"{shape} requests to it; use a client that speaks the {upstream.shape} API")
+        capped = trial.over_cap()
+        if capped is not None:  # the agent is being stopped; this call and every later one is refused
+            return failure(shape, 400, f"agentcompass gateway: {capped}; no further model calls in this attempt",
+                           "spend_cap_reached")
         try:
             sent = await request.json()
         except ValueError:
             sent = None
         if not isinstance(sent, dict):
             return failure(shape, 400, "agentcompass gateway: the request body is not a JSON object")
+        try:
+            sent = admit(kind or "count_tokens", request.url.query, request.headers, sent, trial.policy)
+        except Refused as refused:
+            trial.refused(str(refused))
+            return failure(shape, refused.status, str(refused))
         body, asked_usage = rewrite(sent, upstream, kind)
         assert client is not None
         start = time.monotonic()
@@ -306,9 +323,12 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
                 trial.record(time.monotonic() - start, status, tokens)
 
         call, streamed = trial.begin(), False
+        if call is None:  # under a spend cap, a bounded number of calls at once: a cap is overshot by at most those
+            return failure(shape, 429, "agentcompass gateway: too many model calls of this attempt at once under a "
+                                       "spend cap; try again when one has ended", "rate_limit_error")
         try:
             try:
-                url = upstream.url(path) + (f"?{request.url.query}" if request.url.query else "")  # Claude Code's ?beta=true
+                url = upstream.url(path) + (f"?{request.url.query}" if request.url.query else "")  # admitted: ?beta=true
                 reply = await client.send(client.build_request("POST", url, json=body,
                                                                headers=upstream.headers(request.headers)), stream=True)
             except httpx.TimeoutException as exc:

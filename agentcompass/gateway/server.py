@@ -16,9 +16,7 @@ which reaches this host but nothing beyond it); other sandboxes through `run.gat
 from __future__ import annotations
 
 import secrets
-import socket
 import threading
-import time
 from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -26,8 +24,13 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agentcompass.core.calls import CALLS_FILE
-from agentcompass.core.errors import InfraError, UserError
+from agentcompass.core.errors import InfraError, SpendCapReached, UserError
 from agentcompass.gateway.app import Upstream, build_app, cleared_fields
+from agentcompass.gateway.caps import MAX_IN_FLIGHT, RunSpend, SpendCaps
+from agentcompass.gateway.listener import Listener
+from agentcompass.gateway.reach import (LOOPBACK, WILDCARDS, bind_host, check_caps_priced, local_offline_refusal,
+                                        network_gateway)
+from agentcompass.gateway.policy import RequestPolicy, output_limit, tier_extensions
 
 if TYPE_CHECKING:
     from agentcompass.core.models import Meter
@@ -39,8 +42,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("agentcompass")
 DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 REACHES_HOST = ("local", "docker")  # providers whose sandboxes reach this machine without a public URL
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 10.0
 SETTLE_TIMEOUT_S = 5.0  # how long a release waits for its trial's calls in flight to be recorded
 
 
@@ -52,27 +53,64 @@ class GatewayEndpoint:
     anthropic_base_url: str  # e.g. http://HOST:PORT/t/TOKEN (Anthropic clients append /v1/messages)
     api_key: str = field(repr=False)  # the per-trial token (also accepted as Bearer / x-api-key), never the upstream key
     meter: "TrialMeter" = field(repr=False, compare=False)
+    hosted_tools: bool = False  # the task allows internet: the provider's own tools (web search) are forwarded
+
+    @property
+    def capped(self) -> threading.Event:
+        """Set when a spend cap stopped this trial's calls: the harness stops its agent."""
+        return self.meter.capped
 
     def usage(self) -> dict[str, Any]:
         """This trial's calls so far: tokens_in, tokens_out, tokens_cached, tokens_cache_write, calls (answered 2xx),
-        generation_s, errors_5xx; and errors (every failed call), cost_usd, cost_known."""
+        generation_s, errors_5xx; and errors (every failed call), cost_usd, cost_known; capped (a spend cap's
+        reason, or None), refused (requests the policy did not forward)."""
         return self.meter.totals()
 
 
 class TrialMeter:
-    """One trial's calls through the gateway, written to its model_calls.jsonl as they end."""
+    """One trial's calls through the gateway, written to its model_calls.jsonl as they end; what its requests may
+    carry (policy) and the spend caps it is held to (its own and the run's)."""
 
-    def __init__(self, meter: "Meter") -> None:
+    def __init__(self, meter: "Meter", policy: RequestPolicy | None = None, run_spend: RunSpend | None = None,
+                 name: str = "") -> None:
         self.meter = meter
+        self.name = name  # task and attempt, for the log
+        self.policy = policy or RequestPolicy()
+        self.run_spend = run_spend or RunSpend(SpendCaps())
         self.errors_5xx = 0
+        self.capped = threading.Event()  # set at the first call refused at a cap: the harness stops the agent
+        self.cap_reason: str | None = None
+        self.refusals: dict[str, int] = {}  # requests the policy refused, by reason (never forwarded, not calls)
         self._lock = threading.Lock()  # totals are read from the harness's thread while calls end
         self._settled = threading.Condition(self._lock)
         self._in_flight: set[int] = set()
         self._next_call = 0
 
-    def begin(self) -> int:
-        """A call came in: until `end`, the trial's release waits for it to be recorded."""
+    def over_cap(self) -> str | None:
+        """The reason this trial may make no more calls (a cap of its own or the run's), or None."""
         with self._lock:
+            if self.cap_reason is None:
+                usage = self.meter.usage
+                self.cap_reason = (self.run_spend.trial_over(usage.cost_usd, usage.tokens_in + usage.tokens_out)
+                                   or self.run_spend.over())
+            if self.cap_reason is not None:
+                self.capped.set()
+            return self.cap_reason
+
+    def refused(self, reason: str) -> None:
+        """A request the policy did not forward: counted, and logged the first time each reason comes."""
+        with self._lock:
+            seen = self.refusals.get(reason, 0)
+            self.refusals[reason] = seen + 1
+        if not seen:
+            log.warning("model gateway refused a request", trial=self.name, reason=reason)
+
+    def begin(self) -> int | None:
+        """A call came in: until `end`, the trial's release waits for it to be recorded. None: under a spend cap
+        and MAX_IN_FLIGHT calls of this trial are in flight already (the cap would be overshot by all of them)."""
+        with self._lock:
+            if self.run_spend.caps.any and len(self._in_flight) >= MAX_IN_FLIGHT:
+                return None
             self._next_call += 1
             self._in_flight.add(self._next_call)
             return self._next_call
@@ -91,10 +129,12 @@ class TrialMeter:
     def record(self, seconds: float, status: int, tokens: tuple[int, int, int, int] | None) -> None:
         ok = 200 <= status < 300
         with self._lock:
+            before = self.meter.usage.cost_usd
             self.meter.waited(seconds, failed=not ok)
             if ok:
                 tokens_in, tokens_out, cached, written = tokens or (0, 0, 0, 0)
                 self.meter.count(tokens_in, tokens_out, cached, cache_write=written)
+                self.run_spend.add(self.meter.usage.cost_usd - before, tokens_in + tokens_out)
                 return
             self.meter.failed()
             self.errors_5xx += status >= 500
@@ -106,7 +146,7 @@ class TrialMeter:
                     "tokens_cache_write": usage.tokens_cache_write,
                     "calls": usage.model_calls, "generation_s": round(usage.generation_s, 6),
                     "errors_5xx": self.errors_5xx, "errors": usage.model_errors, "cost_usd": usage.cost_usd,
-                    "cost_known": usage.cost_known}
+                    "cost_known": usage.cost_known, "capped": self.cap_reason, "refused": sum(self.refusals.values())}
 
 
 def upstream_of(model: "ModelConfig") -> Upstream:
@@ -133,6 +173,7 @@ def upstream_of(model: "ModelConfig") -> Upstream:
 def check_gateway(resolved: "ResolvedConfig", tasks: list["Task"], provider: Any) -> None:
     """Before the run: the model can be forwarded to and every sandbox of this env can reach the gateway."""
     upstream_of(resolved.model)
+    check_caps_priced(resolved)
     env = resolved.env.impl or resolved.env.name
     if env == "local" and getattr(provider, "isolation", None) == "bwrap":  # no URL reaches a sandbox without a network
         offline = [t.id for t in tasks if not t.allow_internet]
@@ -157,93 +198,69 @@ def check_gateway(resolved: "ResolvedConfig", tasks: list["Task"], provider: Any
                             f"reach the model gateway here; {fix}")
 
 
-def network_gateway(endpoint: dict[str, Any], network: Callable[[], dict[str, Any]]) -> str | None:
-    """This host's IPv4 address on a container's network: the container's own endpoint says it (`Gateway`),
-    on every engine; the network's IPAM lists it only where it was given (Debian's docker.io 20.10 lists
-    none on the default bridge, nor on a network made with `--subnet` alone), so it is the fallback."""
-    if "." in (endpoint.get("Gateway") or ""):
-        return str(endpoint["Gateway"])
-    config = network().get("IPAM", {}).get("Config") or []
-    return next((str(c["Gateway"]) for c in config if "." in (c.get("Gateway") or "")), None)
-
-
-def local_offline_refusal(task_id: str) -> str:
-    return (f"task '{task_id}' has no internet, and on env local (bwrap) that leaves it no network at all, not even "
-            "the model gateway; run it with --env docker (a network that reaches only this host) or "
-            "--env-params '{\"isolation\": \"none\"}'")
-
-
-def bind_host(resolved: "ResolvedConfig") -> str:
-    if resolved.run.gateway.host:
-        return resolved.run.gateway.host
-    return "127.0.0.1" if (resolved.env.impl or resolved.env.name) == "local" else "0.0.0.0"
-
-
 class Gateway:
     """The run's gateway: started before the first trial, stopped when the run ends (Ctrl-C included)."""
 
-    def __init__(self, model: "ModelConfig", run_name: str, settings: "GatewaySettings", host: str = "127.0.0.1") -> None:
+    def __init__(self, model: "ModelConfig", run_name: str, settings: "GatewaySettings", host: str | None = None,
+                 caps: SpendCaps | None = None) -> None:
         self.model = model
         self.run_name = run_name
         self.settings = settings
-        self.host = host
+        self.host = host or LOOPBACK  # listened on from the start; a sandbox's address to this host is added on first use
         self.upstream = upstream_of(model)
+        self.output_limit = output_limit(model)
+        self.extensions = tier_extensions(model.reasoning_map, self.upstream.tier)
+        self.spend = RunSpend(caps or SpendCaps())
         self.port = 0
         self._trials: dict[str, TrialMeter] = {}
         self._lock = threading.Lock()
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
+        self._listen_lock = threading.Lock()  # starting a listener takes a moment: calls in flight must not wait on it
+        self._listeners: dict[str, Listener] = {}
         self._networks: list[tuple[Any, str]] = []  # docker networks it created: (engine API, name)
 
     @classmethod
     def for_run(cls, resolved: "ResolvedConfig") -> "Gateway":
-        return cls(resolved.model, str(resolved.run.run_name), resolved.run.gateway, bind_host(resolved))
+        return cls(resolved.model, str(resolved.run.run_name), resolved.run.gateway, bind_host(resolved),
+                   SpendCaps.of(resolved.run))
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> "Gateway":
-        import uvicorn
-
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((self.host, self.settings.port))
-        except OSError as exc:
-            sock.close()
-            raise UserError(f"the model gateway cannot listen on {self.host}:{self.settings.port} ({exc.strerror}); "
-                            "choose another with run.gateway.host / run.gateway.port (0: any free port)") from None
-        sock.listen(128)
-        self.port = sock.getsockname()[1]
-        self._socket = sock  # uvicorn serves on this very socket: closed once it has stopped
-        config = uvicorn.Config(build_app(self.upstream, self.trial), log_config=None, access_log=False,
-                                log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, name="model-gateway",
-                                        daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise InfraError(f"the model gateway did not start on {self.host}:{self.port}")
-            time.sleep(0.02)
+        self.port = self._listen(self.host)
         log.info("model gateway started", host=self.host, port=self.port, upstream=self.upstream.base_url)
         return self
 
+    def _listen(self, address: str) -> int:
+        """Listen on `address` too (the run's port there when it is free); returns the port it has there."""
+        with self._listen_lock:
+            with self._lock:
+                known = self._listeners.get(address)
+                if known is not None:
+                    return known.port
+            try:
+                listener = Listener(build_app(self.upstream, self.trial), address, self.port or self.settings.port)
+            except UserError:
+                if not self.port or self.settings.port:
+                    raise
+                listener = Listener(build_app(self.upstream, self.trial), address, 0)  # the run's port is taken there
+            with self._lock:
+                self._listeners[address] = listener
+            if self.port:
+                log.info("model gateway listens on one more address", host=address, port=listener.port)
+            return listener.port
+
+    @property
+    def addresses(self) -> list[str]:
+        """Where it listens now."""
+        with self._lock:
+            return sorted(self._listeners)
+
     def stop(self) -> None:
-        """End the server (streams in flight get two seconds) and remove the networks it made. Idempotent."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(STOP_TIMEOUT_S)
-            if self._thread.is_alive():
-                self._server.force_exit = True
-                self._thread.join(STOP_TIMEOUT_S)
-        self._server = self._thread = None
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
+        """End the servers (streams in flight get two seconds) and remove the networks it made. Idempotent."""
+        with self._lock:
+            listeners = list(self._listeners.values())
+            self._listeners.clear()
+        for listener in listeners:
+            listener.stop()
         for api, name in self._networks:
             try:
                 api.remove_network(name)
@@ -259,7 +276,8 @@ class Gateway:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        with self._lock:
+            return any(listener.running for listener in self._listeners.values())
 
     # -- trials ----------------------------------------------------------------------------
     def trial(self, token: str) -> TrialMeter | None:
@@ -268,16 +286,27 @@ class Gateway:
 
     def endpoint(self, trial: "TrialContext", sandbox: "Sandbox") -> GatewayEndpoint:
         """Register the trial (its calls go to its model_calls.jsonl) and return what its agent is given,
-        with a host that `sandbox` can reach."""
+        with a host that `sandbox` can reach. SpendCapReached when the run's cap is already reached."""
         from agentcompass.core.models import Meter
 
-        base = self.settings.public_url.rstrip("/") if self.settings.public_url else f"http://{self._host_for(sandbox)}:{self.port}"
+        over = self.spend.over()
+        if over is not None:
+            raise SpendCapReached(f"{over}; this attempt was not started")
+        if self.settings.public_url:
+            base = self.settings.public_url.rstrip("/")
+        else:
+            host = self._host_for(sandbox)
+            port = self.port if self.host in WILDCARDS else self._listen(host)
+            base = f"http://{host}:{port}"
         token = f"acg-{secrets.token_urlsafe(24)}"
-        meter = TrialMeter(Meter(self.model, trial.dir / CALLS_FILE))
+        internet = bool(getattr(getattr(getattr(sandbox, "inner", sandbox), "spec", None), "allow_internet", False))
+        policy = RequestPolicy(self.output_limit, hosted_tools=internet, extensions=self.extensions)
+        meter = TrialMeter(Meter(self.model, trial.dir / CALLS_FILE), policy, self.spend,
+                           f"{trial.task_id} attempt {trial.attempt}")
         with self._lock:
             self._trials[token] = meter
         root = f"{base}/t/{token}"
-        return GatewayEndpoint(f"{root}/v1", root, token, meter)
+        return GatewayEndpoint(f"{root}/v1", root, token, meter, hosted_tools=internet)
 
     def release(self, endpoint: GatewayEndpoint) -> None:
         """The trial is over: its token is refused from now on (its totals stay readable), and the calls still
@@ -294,11 +323,14 @@ class Gateway:
         from agentcompass.providers.local.provider import LocalSandbox
 
         inner = getattr(sandbox, "inner", sandbox)  # the trial's TimedSandbox wraps the provider's
+        exposed = getattr(inner, "host_address", None)  # a sandbox that knows where it reaches this host says so
+        if callable(exposed) and (address := exposed()):
+            return str(address)
         if isinstance(inner, LocalSandbox):
             if inner.isolation == "bwrap" and not inner.spec.allow_internet:
                 raise UserError(local_offline_refusal(inner.spec.name))
             inner.forward_host_port(self.port)  # bwrap's network namespace reaches this one port of the host's loopback
-            return "127.0.0.1" if self.host in ("0.0.0.0", "::", "localhost") else self.host
+            return LOOPBACK if self.host in (*WILDCARDS, "localhost") else self.host
         if isinstance(inner, DockerSandbox):
             return self._docker_host_for(inner)
         raise UserError(f"a {type(inner).__name__} cannot reach the model gateway on this machine; set "
@@ -351,3 +383,7 @@ class Gateway:
                         raise
                 self._networks.append((api, name))
         return name
+
+
+__all__ = ["Gateway", "GatewayEndpoint", "TrialMeter", "bind_host", "check_gateway", "local_offline_refusal",
+           "network_gateway", "upstream_of"]

@@ -43,6 +43,8 @@ class CodexHarness(InstalledAgent):
         effort = request_fields(model).get("reasoning_effort")
         if effort:
             lines.append(f"model_reasoning_effort = {json.dumps(str(effort))}")
+        if getattr(endpoint, "hosted_tools", True) is False:  # the gateway refuses OpenAI's web search on this task
+            lines.append('web_search = "disabled"')
         lines += ["", f"[model_providers.{PROVIDER}]", f'name = "{PROVIDER}"',
                   f"base_url = {json.dumps(endpoint.openai_base_url)}", f'env_key = "{KEY_ENV}"',
                   'wire_api = "responses"', "", "[analytics]", "enabled = false", ""]

@@ -24,13 +24,14 @@ import os
 import re
 import shlex
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from agentcompass.core.errors import AgentError, InfraError
+from agentcompass.core.errors import AgentError, InfraError, SpendCapReached
 from agentcompass.harnesses.cli_bundle import BUNDLE, INSTALL_TIMEOUT_S, bundle
 from agentcompass.core.models import NO_KEY, api_key
 from agentcompass.core.schema import Strict
@@ -46,6 +47,13 @@ AGENT_DIR = "/tmp/agentcompass-agent"  # the CLI, its HOME, config and env file;
 HOME_DIR = f"{AGENT_DIR}/home"
 DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 LAST_OUTPUT_CHARS = 1500  # of the CLI's output, in an error's message
+STOP_FILE = f"{AGENT_DIR}/stop"  # made at a spend cap: the CLI's watcher stops it
+# Started beside the CLI in its own exec (so it shares the CLI's process namespace, which a later exec under bwrap
+# does not): `$$` is the shell's pid, which `exec` hands to the CLI; it ends when the CLI does.
+WATCH_CLI = (f"( p=$$; while kill -0 $p 2>/dev/null; do if [ -e {STOP_FILE} ]; then kill -TERM $p; sleep 2; "
+             f"kill -KILL $p 2>/dev/null; exit 0; fi; sleep 1; done ) </dev/null >/dev/null 2>&1 &")
+STOP_CLI = f"touch {STOP_FILE}"
+CAP_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -144,8 +152,13 @@ class InstalledAgent:
             self.install(sandbox)
             self.stage(sandbox, model, endpoint, task.instruction)
             limit = self.time_limit_s(task)
-            result = sandbox.exec(f"set -a; . {AGENT_DIR}/env; set +a; exec 0</dev/null; "
-                                  f"{self.command(model, task.workdir)}", cwd=task.workdir, timeout=limit)
+            done = threading.Event()
+            stop_at_cap(sandbox, endpoint, done)
+            try:  # `exec`: the CLI takes the shell's process id, which the watcher stops at a spend cap
+                result = sandbox.exec(f"set -a; . {AGENT_DIR}/env; set +a; exec 0</dev/null; {WATCH_CLI} "
+                                      f"exec {self.command(model, task.workdir)}", cwd=task.workdir, timeout=limit)
+            finally:
+                done.set()
             logs = sandbox.exec(f"cat {self.log_files} 2>/dev/null", timeout=60).stdout if self.log_files else ""
             sandbox.exec(f"rm -rf {AGENT_DIR}", timeout=60)  # the key and the CLI's state leave with it
             upstream = api_key(model)  # with a gateway the sandbox never held it; scrubbed all the same
@@ -196,6 +209,8 @@ class InstalledAgent:
     def classify(self, code: int, timed_out: bool, stdout: str, stderr: str, limit: float | None,
                  metered: dict[str, Any] | None) -> Exception | None:
         output = f"{stdout}\n{stderr}"
+        if metered and metered.get("capped"):  # the gateway refused its calls and the CLI was stopped
+            return SpendCapReached(f"{self.name} was stopped: {metered['capped']}")
         seen = self.endpoint_error(output)
         outage = seen == "outage" or bool(metered and metered.get("errors_5xx") and (timed_out or code != 0))
         last = last_output(stdout, stderr)
@@ -209,6 +224,26 @@ class InstalledAgent:
         if code != 0:
             return AgentError(f"{self.name} exited with code {code}; last output: {last}")
         return None
+
+
+def stop_at_cap(sandbox: "Sandbox", endpoint: Any, done: threading.Event) -> None:
+    """Stop the CLI once the gateway refuses its calls at a spend cap (it would otherwise go on, or retry):
+    a thread waits on the endpoint's `capped` until the CLI's exec is done, then makes the watcher's stop file."""
+    capped = getattr(endpoint, "capped", None)
+    if capped is None:  # the preset's own endpoint: no gateway, no caps
+        return
+
+    def watch() -> None:
+        while not done.is_set():
+            if capped.wait(CAP_POLL_S):
+                if not done.is_set():
+                    try:
+                        sandbox.exec(STOP_CLI, timeout=30)
+                    except Exception:  # the sandbox went away: the CLI with it
+                        pass
+                return
+
+    threading.Thread(target=watch, name="stop-at-spend-cap", daemon=True).start()
 
 
 def json_events(stdout: str) -> list[dict[str, Any]]:
