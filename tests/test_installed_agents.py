@@ -253,18 +253,22 @@ def test_an_endpoint_outage_is_infra_and_retried(harness, tmp_path, cli_cache):
     assert {r.status for r in llm.requests} == {503}
 
 
-def test_a_crashing_cli_is_the_agents_error_with_its_last_output(tmp_path, cli_cache):
+def test_a_crashing_cli_is_graded_with_its_last_output(tmp_path, cli_cache):
+    """Harbor's NonZeroAgentExitCodeError: graded, the reward counts (here nothing was done: failed)."""
     llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.")
     trial, _, _ = run_agent(tmp_path, cli_cache, "codex", llm, "harness.args=[--no-such-flag]")
-    assert trial["status"] == "error" and trial["error_category"] == "agent", trial
+    assert (trial["status"], trial["error_category"], trial["reward"]) == ("failed", None, 0.0), trial
+    assert trial["details"]["error_class"] == "NonZeroAgentExitCodeError"
     assert "exited with code" in trial["message"] and "--no-such-flag" in trial["message"]
     assert llm.requests == []
 
 
-def test_a_cli_hanging_past_its_time_limit_is_the_agents_error(tmp_path, cli_cache):
+def test_a_cli_hanging_past_its_time_limit_is_graded(tmp_path, cli_cache):
+    """Harbor's AgentTimeoutError: graded, the reward counts (here the model never answered in time: failed)."""
     llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.", delay_s=60)
     trial, directory, _ = run_agent(tmp_path, cli_cache, "claude_code", llm, "harness.timeout_s=8")
-    assert trial["status"] == "error" and trial["error_category"] == "agent", trial
+    assert (trial["status"], trial["error_category"], trial["reward"]) == ("failed", None, 0.0), trial
+    assert trial["details"]["error_class"] == "AgentTimeoutError"
     assert "ran past the agent time limit of 8 s" in trial["message"]
     # A timed-out attempt is a failed one: in the rate, not out of it.
     summary = json.loads((directory / "summary.json").read_text())

@@ -140,6 +140,15 @@ class RunConfig(Strict):
     sweep_parallel: bool = False  # a -m sweep runs every job at once in one pool (--sweep-parallel)
     processes: int | None = Field(None, ge=1)  # worker processes for the trials; None: one per core past 128 at once
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    # Harbor's timeout multipliers and caps (core/limits.py): a phase's limit is min(base, cap) x its multiplier,
+    # the phase's own when set, else timeout_multiplier.
+    timeout_multiplier: float = Field(1.0, gt=0)
+    agent_timeout_multiplier: float | None = Field(None, gt=0)
+    verifier_timeout_multiplier: float | None = Field(None, gt=0)
+    agent_setup_timeout_multiplier: float | None = Field(None, gt=0)
+    environment_build_timeout_multiplier: float | None = Field(None, gt=0)
+    agent_max_timeout_sec: float | None = Field(None, gt=0)  # Harbor's agent max_timeout_sec
+    verifier_max_timeout_sec: float | None = Field(None, gt=0)  # Harbor's verifier max_timeout_sec
 
 
 class ResolvedConfig(Strict):

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 class HarborFormat:
     Params = SelectionParams
+    error_table = "harbor"  # after an error, Harbor's own columns decide (core/errors.py): retried, graded, counted
 
     def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe
