@@ -6,6 +6,10 @@ keeps Harbor's verdict."""
 
 from __future__ import annotations
 
+import subprocess
+import threading
+import uuid
+
 import pytest
 
 from harbor_factory import make_task
@@ -39,3 +43,37 @@ def test_a_failing_agents_spoiled_sandbox_stays_a_failed_attempt_in_the_base(tmp
     assert (honest["status"], honest["details"]["error_class"]) == ("error", "RewardFileNotFoundError"), honest
     # Harbor's mean over the attempts with a valid reward: both spoiled attempts are in it, as failures.
     assert (summary["pass_at_1"], summary["pass_at_1_tasks"], summary["failed"], summary["incomplete"]) == (0.0, 2, 2, 1)
+
+
+# Waits (up to 30 s) for the process limit the test puts on its container, then fills it with sleepers and fails: the
+# classic fork bomb's effect (no process can start any more) without its CPU spin, bounded by the limit.
+FORK_BOMB = ("for i in $(seq 300); do for f in /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max; do "
+             "[ -r $f ] && [ \"$(cat $f)\" != max ] && break 2; done; sleep 0.1; done; "
+             "[ \"$i\" = 300 ] && exit 0; exec /bin/sh -c 'while :; do sleep 600 & done' 2>/dev/null")
+
+
+def limit_processes(name_part: str, stop: threading.Event) -> None:
+    """Put a process limit of 48 on the trial's container as soon as it runs (what docker hardening gives every
+    sandbox), so the agent's fork bomb clogs its own container and nothing else on this shared engine."""
+    while not stop.wait(0.2):
+        found = subprocess.run(["docker", "ps", "-q", "--filter", f"name={name_part}"], capture_output=True, text=True)
+        for container in found.stdout.split():
+            subprocess.run(["docker", "update", "--pids-limit", "48", container], capture_output=True)
+            return
+
+
+def test_a_fork_bomb_left_by_a_failing_agent_is_its_failed_attempt_not_an_infra_retry(tmp_path, base_image):
+    task = f"fork-bomb-{uuid.uuid4().hex[:8]}"
+    make_task(tmp_path / "tasks", task, solve=FORK_BOMB, test=ZERO, dockerfile=f"FROM {base_image}\nWORKDIR /app\n")
+    stop = threading.Event()
+    watcher = threading.Thread(target=limit_processes, args=(task, stop), daemon=True)
+    watcher.start()
+    try:
+        rows, summary, _ = run_dataset(tmp_path, tmp_path / "tasks", "oracle", "--max-retries", "1", env="docker")
+    finally:
+        stop.set()
+        watcher.join()
+    row = rows[task]
+    assert (row["status"], row["error_category"], row["retries"]) == ("failed", None, 0), row
+    assert row["details"]["error_class"] == "AgentSpoiledSandboxError" and row["agent_exit_status"] != "completed", row
+    assert (summary["pass_at_1"], summary["pass_at_1_tasks"], summary["failed"]) == (0.0, 1, 1)

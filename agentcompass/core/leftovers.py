@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 log = structlog.get_logger("agentcompass")
 PROBE_TIMEOUT_S = 30.0
 PROBE_MARK = "AGENTCOMPASS_LEFTOVER_PROBE"
-# A command that must succeed in any working sandbox: a fork, a file written and removed in /tmp.
-PROBE = 'f=/tmp/.agentcompass-probe-$$ && echo ok > "$f" && [ -s "$f" ] && rm -f "$f" && echo usable'
+# A command that must succeed in any working sandbox: a fork, a file written and removed in /tmp. Under /bin/sh, which
+# fails a fork at once where bash retries it for half a minute.
+PROBE = """exec /bin/sh -c 'f=/tmp/.agentcompass-probe-$$ && echo ok > "$f" && [ -s "$f" ] && rm -f "$f" && echo usable'"""
 # Every live process but PID 1, one keep-alive `sleep` child of it, and this script's own (started with the mark
 # in their environment, which is what /proc shows, not a later export):
 # "pid command line" per line. Zombies and kernel threads are no processes that can act.

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agentcompass.core import leftovers
-from agentcompass.core.errors import BackPressure, InfraError, TaskRefused, TrialError, decide, follows
+from agentcompass.core.errors import (AgentSpoiledSandboxError, BackPressure, InfraError, TaskRefused, TrialError, decide,
+                                       follows)
 from agentcompass.core.pacing import Pacer
 from agentcompass.core.context import TrialContext
 from agentcompass.core.results import TrialResult, now_iso
@@ -184,7 +185,9 @@ class TrialRunner:
             graded = True  # an agent or verifier error is a verdict too; what a tampering agent caused is its failure
             if error.usage is None and outcome is not None:
                 error.usage = outcome.usage
-            return self._result(task, attempt, started, t0, timings, outcome, error, sandbox_details(sandbox), trial=trial,
+            # A spoiled sandbox cannot run the details' command either: asking would only wait out its time-out.
+            details = {} if isinstance(error, AgentSpoiledSandboxError) else sandbox_details(sandbox)
+            return self._result(task, attempt, started, t0, timings, outcome, error, details, trial=trial,
                                 agent_error=agent_error)
         finally:
             with phase("close"):
