@@ -187,3 +187,71 @@ def test_multipliers_show_in_config_show_and_stretch_the_effective_limits(tmp_pa
     rows, _, _ = run_dataset(tmp_path / "capped", tmp_path / "tasks", "oracle", "--agent-timeout-multiplier", "5",
                              "run.agent_max_timeout_sec=0.5")
     assert rows["slow-solution"]["status"] == "failed", rows
+
+
+# -- a stand-in agent that solves the task and then fails with a chosen class --------------------------------------
+STAND_IN = '''
+from agentcompass.core import errors
+from agentcompass.core.schema import Strict
+
+
+class SolveThenFail:
+    """Does the task's reference solution, then fails with the class its settings name."""
+
+    needs_model = False
+
+    class Settings(Strict):
+        error: str
+
+    def __init__(self, **settings):
+        self.settings = self.Settings.model_validate(settings)
+
+    def run(self, task, sandbox, model, trial, task_format):
+        done = task_format.solve(task, sandbox, trial)
+        raise getattr(errors, self.settings.error)(f"stand-in solved ({done.exit_status}), then failed")
+'''
+
+
+def run_stand_in(tmp_path: Path, dataset: Path, error: str) -> tuple[dict, dict]:
+    conf = tmp_path / "conf"
+    (conf / "harnesses").mkdir(parents=True, exist_ok=True)
+    (conf / "harnesses" / "solve_then_fail.yaml").write_text(
+        "name: solve_then_fail\ndescription: solves, then fails\nimpl: solve_then_fail:SolveThenFail\n"
+        f"needs_model: false\nerror: {error}\n")
+    (tmp_path / "stand_in").mkdir(exist_ok=True)
+    (tmp_path / "stand_in" / "solve_then_fail.py").write_text(STAND_IN)
+    make_recipe(conf, "stand_in", dataset, extra="scoring: valid_reward\n")
+    run_name = f"ec-{uuid.uuid4().hex[:8]}"
+    done = run_cli("run", "stand_in", "solve_then_fail", "none", "--config-dir", str(conf), "--results-dir",
+                   str(tmp_path / "res"), "--run-name", run_name, "--max-retries", "0", timeout=300,
+                   env={"PYTHONPATH": f"{REPO}:{tmp_path / 'stand_in'}"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    [run_dir] = (tmp_path / "res" / run_name).glob("*__*")
+    rows = {r["task_id"]: r for r in map(json.loads, (run_dir / "trials.jsonl").read_text().splitlines())}
+    return rows, json.loads((run_dir / "summary.json").read_text())
+
+
+@pytest.mark.parametrize(("error", "status", "reward", "in_base"), [
+    ("AgentTimeoutError", "passed", 1.0, True), ("NonZeroAgentExitCodeError", "passed", 1.0, True),
+    ("ContextWindowExceededError", "passed", 1.0, True), ("OutputLengthExceededError", "passed", 1.0, True),
+    ("AgentSafetyRefusalError", "passed", 1.0, True), ("AgentError", "passed", 1.0, True),
+    ("BadRequestError", "error", 1.0, False), ("AgentAuthenticationError", "error", None, False),
+    ("ModelNotFoundError", "error", None, False), ("AgentSpoiledSandboxError", "failed", None, True),
+])
+def test_each_agent_class_on_a_harbor_task_and_its_steps(tmp_path, error, status, reward, in_base):
+    """Single-step and multi-step (each step graded after its agent's error, as Harbor's multi-step trial does)."""
+    from harbor_factory import make_multi_step
+
+    make_task(tmp_path / "tasks", "single", solve=ANSWER, test=CHECKS_ANSWER)
+    make_multi_step(tmp_path / "tasks", "steps", None, first_min_reward=1.0)
+    rows, summary = run_stand_in(tmp_path, tmp_path / "tasks", error)
+    for task in ("single", "steps"):
+        row = rows[task]
+        assert (row["status"], row["retries"]) == (status, 0), (task, row)
+        if task == "single" or reward is None:
+            assert row["reward"] == reward, (task, row)
+        if status == "passed" and task == "steps":  # both steps ran, each graded after its agent's error
+            assert [s.get("error_class") for s in row["details"]["steps"]] == [error, error], row
+        else:
+            assert row["details"]["error_class"] == error, (task, row)
+    assert summary["pass_at_1_tasks"] == (2 if in_base else 0)
