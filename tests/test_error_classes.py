@@ -255,3 +255,21 @@ def test_each_agent_class_on_a_harbor_task_and_its_steps(tmp_path, error, status
         else:
             assert row["details"]["error_class"] == error, (task, row)
     assert summary["pass_at_1_tasks"] == (2 if in_base else 0)
+
+
+def test_tampered_attempts_show_in_the_summary_the_end_of_run_line_and_the_report(tmp_path, capsys):
+    from agentcompass.core.results import TrialResult
+    from agentcompass.core.run_summary import print_summary
+    from agentcompass.core.scoring import RULES, summarize
+    from agentcompass.report.build import banners
+
+    stamp = "2026-01-01T00:00:00.000+00:00"
+    rows = [TrialResult(task_id="a", attempt=1, status="failed", reward=1.0, started_at=stamp, finished_at=stamp,
+                        message="tampered: a link out of its tree", details={"tampered": ["a link out of its tree"]}),
+            TrialResult(task_id="b", attempt=1, status="passed", reward=1.0, started_at=stamp, finished_at=stamp)]
+    summary = summarize(rows, ["a", "b"], 1, RULES["valid_reward"])
+    assert (summary["tampered"], summary["pass_at_1"], summary["pass_at_1_tasks"]) == (1, 0.5, 2)
+    print_summary(summary, tmp_path)
+    assert "tampered 1 (failed)" in capsys.readouterr().out
+    row = {"setup": "s", "status": "completed", "complete": True, "tampering": 0, "tampered": 1}
+    assert any("1 attempt(s) failed for evidence that the agent attacked" in line for line in banners([row]))
