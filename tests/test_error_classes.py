@@ -273,3 +273,19 @@ def test_tampered_attempts_show_in_the_summary_the_end_of_run_line_and_the_repor
     assert "tampered 1 (failed)" in capsys.readouterr().out
     row = {"setup": "s", "status": "completed", "complete": True, "tampering": 0, "tampered": 1}
     assert any("1 attempt(s) failed for evidence that the agent attacked" in line for line in banners([row]))
+
+
+def test_a_multiplier_is_in_run_json_and_the_fingerprint_so_a_resume_under_another_is_refused(tmp_path):
+    make_task(tmp_path / "tasks", "quick", solve=ANSWER, test=CHECKS_ANSWER)
+    conf = tmp_path / "conf"
+    make_recipe(conf, "quick", tmp_path / "tasks")
+    base = ("run", "quick", "oracle", "none", "--config-dir", str(conf), "--results-dir", str(tmp_path / "res"),
+            "--run-name", "stretched")
+    first = run_cli(*base, "--timeout-multiplier", "2", "--verifier-timeout-multiplier", "3")
+    assert first.returncode == 0, first.stderr
+    [run_json] = (tmp_path / "res" / "stretched").glob("*/run.json")
+    recorded = json.loads(run_json.read_text())
+    assert "timeout_multiplier" in json.dumps(recorded) and "verifier_timeout_multiplier" in json.dumps(recorded)
+    again = run_cli(*base)
+    assert again.returncode == 2 and "other settings" in again.stderr, again.stderr
+    assert "run.timeout_multiplier: 2.0 -> unset" in again.stderr and "Traceback" not in again.stderr
