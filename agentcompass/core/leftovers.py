@@ -11,7 +11,8 @@ honest run pays nothing for them:
   is the state the agent left, not the infrastructure.
 - `foreign_processes`: which processes still run in the sandbox besides its init, its keep-alive and this
   question itself? In the shared verifier mode the agent's processes run beside the verifier; one of them
-  could have erased the reward or killed the tests.
+  could have erased the reward or killed the tests. Asked only where PID 1 is agentcompass's own keep-alive,
+  so that nothing the image or the platform started is taken for the agent's.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ PROBE = """exec /bin/sh -c 'f=/tmp/.agentcompass-probe-$$ && echo ok > "$f" && [
 # in their environment, which is what /proc shows, not a later export):
 # "pid command line" per line. Zombies and kernel threads are no processes that can act.
 LIST_FOREIGN = (
+    # Only where PID 1 is agentcompass's keep-alive (docker, gcp): elsewhere (an image's own init, a platform's) what
+    # else runs there is not known to be the agent's, and nothing is listed.
+    'case "$(tr "\\0" " " < /proc/1/cmdline 2>/dev/null)" in *"sleep 3600"*) ;; *) exit 0 ;; esac; '
     "keep=; "
     'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; '
     f'tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qx "{PROBE_MARK}=1" && continue; '
