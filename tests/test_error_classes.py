@@ -23,9 +23,10 @@ CHECKS_ANSWER = 'if [ "$(cat /app/answer.txt 2>/dev/null)" = solved ]; then echo
 def failure_path_tasks(root: Path) -> dict[str, tuple[str, float | None, str | None]]:
     """Harbor tasks whose oracle or verifier fails in each way Harbor's table names; per task the verdict Harbor 0.26
     gives (status here, reward, Harbor's exception class or None)."""
-    make_task(root, "hangs-after-solving", solve=f"{ANSWER}\nsleep 60", test=CHECKS_ANSWER, agent_timeout=2)
+    # 8 s: time enough for a busy engine to start the solution (it writes its answer at once), not for its sleep
+    make_task(root, "hangs-after-solving", solve=f"{ANSWER}\nsleep 60", test=CHECKS_ANSWER, agent_timeout=8)
     make_task(root, "exits-3-after-solving", solve=f"{ANSWER}\nexit 3", test=CHECKS_ANSWER)
-    make_task(root, "hangs-unsolved", solve="sleep 60", test=CHECKS_ANSWER, agent_timeout=2)
+    make_task(root, "hangs-unsolved", solve="sleep 60", test=CHECKS_ANSWER, agent_timeout=8)
     make_task(root, "verifier-hangs", solve=ANSWER, test="sleep 60", verify_timeout=2)
     make_task(root, "writes-no-reward", solve=ANSWER, test="exit 0")
     make_task(root, "empty-reward", solve=ANSWER, test=": > /logs/verifier/reward.txt")

@@ -142,6 +142,7 @@ def test_harbors_failure_paths_give_our_verdicts(base_image, compose_v2_env, tmp
         else:
             found["harbor/failure-paths"].append(f"oracle {task}: official {official}, ours {mine}")
     valid = [v for v in map(harbor_verdict, theirs.values()) if v != "no valid reward"]
-    assert valid and sum(valid) / len(valid) == pytest.approx(2 / 3)  # Harbor's mean, over valid rewards only
+    verdicts = {task: harbor_verdict(trial) for task, trial in theirs.items()}
+    assert valid and sum(valid) / len(valid) == pytest.approx(2 / 3), verdicts  # Harbor's mean, over valid rewards
     tally.record(ANCHOR, "oracle failure-path verdicts (harbor run on docker)", same, len(ours))
     check_divergences(found, allowed)
