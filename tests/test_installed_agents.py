@@ -275,6 +275,17 @@ def test_a_cli_hanging_past_its_time_limit_is_graded(tmp_path, cli_cache):
     assert (summary["pass_at_1"], summary["pass_at_1_tasks"], summary["failed"], summary["complete"]) == (0.0, 1, 1, True)
 
 
+@pytest.mark.parametrize("harness", ["opencode", "claude_code", "codex"])
+def test_a_cli_that_fixed_the_task_then_hung_on_a_stalled_endpoint_is_graded_and_passes(harness, tmp_path, cli_cache):
+    """Harbor's AgentTimeoutError after the work is done: graded, and the reward counts (issue 37)."""
+    llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.", stall_after=len(FIX_COMMANDS), stall_s=120)
+    trial, directory, _ = run_agent(tmp_path, cli_cache, harness, llm, "harness.timeout_s=45")
+    assert (trial["status"], trial["reward"], trial["error_category"]) == ("passed", 1.0, None), trial
+    assert trial["details"]["error_class"] == "AgentTimeoutError" and "ran past the agent time limit" in trial["message"]
+    summary = json.loads((directory / "summary.json").read_text())
+    assert (summary["pass_at_1"], summary["pass_at_1_tasks"], summary["complete"]) == (1.0, 1, True)
+
+
 @pytest.mark.parametrize(("harness", "preset"), [("claude_code", "gpt-5"), ("codex", "claude-opus-4-5"),
                                                  ("claude_code", "glm-5.2")])
 def test_a_model_api_the_cli_cannot_speak_is_refused_before_the_run(harness, preset, tmp_path):
