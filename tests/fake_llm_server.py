@@ -64,6 +64,8 @@ class FakeLLM:
     context_window_after: int | None = None  # a conversation with this many assistant turns is "too long" (400)
     finish: str | None = None  # past the last command: this text, no tool call (the agent's turn ends)
     delay_s: float = 0.0  # each tool-using reply takes this long (a hung endpoint; overlapping calls in flight)
+    stall_after: int | None = None  # after this many successes every tool-using request hangs (for stall_s)
+    stall_s: float = 600.0
     requests: list[Recorded] = field(default_factory=list)
     checks: list[Recorded] = field(default_factory=list)  # requests offering no tools (preflight, titles)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -87,6 +89,8 @@ class FakeLLM:
             return self.check_reply(api, body, authorization)
         if self.delay_s:
             time.sleep(self.delay_s)
+        if self.stall_after is not None and len(self.successes) >= self.stall_after:
+            time.sleep(self.stall_s)  # the work is done, the model never answers again: the agent hangs
         with self._lock:
             if self.failures:
                 status = self.failures.pop(0)

@@ -253,22 +253,37 @@ def test_an_endpoint_outage_is_infra_and_retried(harness, tmp_path, cli_cache):
     assert {r.status for r in llm.requests} == {503}
 
 
-def test_a_crashing_cli_is_the_agents_error_with_its_last_output(tmp_path, cli_cache):
+def test_a_crashing_cli_is_graded_with_its_last_output(tmp_path, cli_cache):
+    """Harbor's NonZeroAgentExitCodeError: graded, the reward counts (here nothing was done: failed)."""
     llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.")
     trial, _, _ = run_agent(tmp_path, cli_cache, "codex", llm, "harness.args=[--no-such-flag]")
-    assert trial["status"] == "error" and trial["error_category"] == "agent", trial
+    assert (trial["status"], trial["error_category"], trial["reward"]) == ("failed", None, 0.0), trial
+    assert trial["details"]["error_class"] == "NonZeroAgentExitCodeError"
     assert "exited with code" in trial["message"] and "--no-such-flag" in trial["message"]
     assert llm.requests == []
 
 
-def test_a_cli_hanging_past_its_time_limit_is_the_agents_error(tmp_path, cli_cache):
+def test_a_cli_hanging_past_its_time_limit_is_graded(tmp_path, cli_cache):
+    """Harbor's AgentTimeoutError: graded, the reward counts (here the model never answered in time: failed)."""
     llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.", delay_s=60)
     trial, directory, _ = run_agent(tmp_path, cli_cache, "claude_code", llm, "harness.timeout_s=8")
-    assert trial["status"] == "error" and trial["error_category"] == "agent", trial
+    assert (trial["status"], trial["error_category"], trial["reward"]) == ("failed", None, 0.0), trial
+    assert trial["details"]["error_class"] == "AgentTimeoutError"
     assert "ran past the agent time limit of 8 s" in trial["message"]
     # A timed-out attempt is a failed one: in the rate, not out of it.
     summary = json.loads((directory / "summary.json").read_text())
     assert (summary["pass_at_1"], summary["pass_at_1_tasks"], summary["failed"], summary["complete"]) == (0.0, 1, 1, True)
+
+
+@pytest.mark.parametrize("harness", ["opencode", "claude_code", "codex"])
+def test_a_cli_that_fixed_the_task_then_hung_on_a_stalled_endpoint_is_graded_and_passes(harness, tmp_path, cli_cache):
+    """Harbor's AgentTimeoutError after the work is done: graded, and the reward counts (issue 37)."""
+    llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.", stall_after=len(FIX_COMMANDS), stall_s=120)
+    trial, directory, _ = run_agent(tmp_path, cli_cache, harness, llm, "harness.timeout_s=45")
+    assert (trial["status"], trial["reward"], trial["error_category"]) == ("passed", 1.0, None), trial
+    assert trial["details"]["error_class"] == "AgentTimeoutError" and "ran past the agent time limit" in trial["message"]
+    summary = json.loads((directory / "summary.json").read_text())
+    assert (summary["pass_at_1"], summary["pass_at_1_tasks"], summary["complete"]) == (1.0, 1, True)
 
 
 @pytest.mark.parametrize(("harness", "preset"), [("claude_code", "gpt-5"), ("codex", "claude-opus-4-5"),

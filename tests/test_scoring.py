@@ -131,7 +131,8 @@ def test_terminal_bench_counts_a_task_whose_build_fails(cli, base_image, tmp_pat
     assert summary["complete"] is True and "pass@1 0.500 over 2 tasks" in done.stdout
 
 
-def test_a_model_that_answers_400_every_time_fails_the_attempt(tmp_path):
+def test_a_model_that_answers_400_every_time_is_graded_without_a_valid_reward_as_under_harbor(tmp_path):
+    """Harbor's BadRequestError: graded, not retried, no valid reward, so out of the Harbor-format demo's mean."""
     llm = FakeLLM(FIX_COMMANDS, failures=[400] * 50)
     with FakeLLMServer(llm) as server:
         proc = run_cli("run", "demo", "mini_swe_agent", "openai/fake-coder-1", "--model-base-url", server.base_url,
@@ -140,10 +141,11 @@ def test_a_model_that_answers_400_every_time_fails_the_attempt(tmp_path):
     assert proc.returncode == 0, proc.stderr
     [run_dir] = [p.parent for p in (tmp_path / "results").glob("*/*/summary.json")]
     [row] = trials_of(run_dir).values()
-    assert (row["status"], row["error_category"]) == ("error", "agent"), row
+    assert (row["status"], row["error_category"], row["details"]["error_class"]) == ("error", "agent", "BadRequestError"), row
+    assert row["reward"] == 0.0 and row["retries"] == 0  # the verifier ran on what the agent (nothing) left
     summary = summary_of(run_dir)
-    assert (summary["pass_at_1"], summary["pass_at_1_tasks"], summary["failed"], summary["complete"]) == (0.0, 1, 1, True)
-    assert "pass@1 0.000 over 1 tasks" in proc.stdout
+    assert (summary["pass_at_1"], summary["pass_at_1_tasks"], summary["incomplete"], summary["complete"]) == (None, 0, 1, False)
+    assert "pass@1 n/a over 0 of 1 tasks · 1 attempt incomplete (agent)" in proc.stdout
 
 
 def result(task: str, attempt: int, status: str, category: str | None = None) -> TrialResult:

@@ -64,6 +64,16 @@ def add_pacing_args(parser: argparse.ArgumentParser) -> None:
                         help="at most Q sandbox creations a second (default: no limit; modal 4)")
 
 
+def add_timeout_args(parser: argparse.ArgumentParser) -> None:
+    """Harbor's timeout multipliers, under Harbor's flag names (core/limits.py)."""
+    parser.add_argument("--timeout-multiplier", type=positive_float, metavar="X",
+                        help="multiply every phase's time limit (default 1)")
+    for phase, what in (("agent", "the agent's"), ("verifier", "the verifier's"),
+                        ("agent-setup", "an installed agent's setup"), ("environment-build", "the environment build's")):
+        parser.add_argument(f"--{phase}-timeout-multiplier", type=positive_float, metavar="X",
+                            help=f"multiply {what} time limit (overrides --timeout-multiplier)")
+
+
 def env_help(default: str | None = "local") -> str:
     """--env's help: the envs that have a YAML (never one that would answer `unknown env`); None: no default."""
     from agentcompass.core.catalog import known_envs
@@ -91,6 +101,7 @@ def add_selection_args(parser: argparse.ArgumentParser, with_run_flags: bool = T
         parser.add_argument("--task-concurrency", type=positive_int, metavar="N", help="trials at once (default 4)")
         parser.add_argument("--k", type=positive_int, metavar="N", help="attempts per task (default 1)")
         parser.add_argument("--max-retries", type=non_negative_int, metavar="N", help="infra retries (default 2)")
+        add_timeout_args(parser)
         add_pacing_args(parser)
         parser.add_argument("--results-dir", metavar="DIR", help="default results/")
         parser.add_argument("--run-name", metavar="NAME", help="default: the start time to the microsecond and a random suffix; reuse a name to resume")
@@ -151,7 +162,10 @@ def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str
     run_flags = {"task_concurrency": "run.task_concurrency", "k": "run.k", "max_retries": "run.max_retries",
                  "results_dir": "run.results_dir", "run_name": "run.run_name", "retry_errors": "run.retry_errors",
                  "new_run": "run.new_run", "model_check": "run.model_check", "provider_limit": "run.provider_limit",
-                 "env_open_qps": "run.env_open_qps", "sweep_parallel": "run.sweep_parallel"}
+                 "env_open_qps": "run.env_open_qps", "sweep_parallel": "run.sweep_parallel",
+                 **{key: f"run.{key}" for key in ("timeout_multiplier", "agent_timeout_multiplier",
+                                                  "verifier_timeout_multiplier", "agent_setup_timeout_multiplier",
+                                                  "environment_build_timeout_multiplier")}}
     for flag, key in run_flags.items():
         value = getattr(args, flag, None)
         if value is not None:

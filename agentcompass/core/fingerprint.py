@@ -2,7 +2,8 @@
 
 The benchmark (params, selection, timeouts, grading), the harness, the model (name, tier,
 params), the env with the values its provider actually uses (local's `isolation: auto` is
-recorded as the `bwrap` or `none` it picked), k, and the selected task ids. Settings that
+recorded as the `bwrap` or `none` it picked), k, the timeout multipliers and caps that are set, and the
+selected task ids. Settings that
 change only speed, places or bookkeeping (concurrency, retries, results_dir, where workspaces
 live, engine timeouts, pricing, the endpoint's address) and secrets are left out.
 """
@@ -14,6 +15,7 @@ import json
 from typing import Any
 
 from agentcompass.core.config import SECRET_KEY
+from agentcompass.core.limits import fingerprint_part
 from agentcompass.core.secret_values import holds_secret
 from agentcompass.core.schema import ResolvedConfig
 
@@ -43,7 +45,7 @@ def fingerprint(resolved: ResolvedConfig, provider: Any, task_ids: list[str]) ->
         "harness": resolved.harness.model_dump(mode="json"),
         "model": resolved.model.model_dump(mode="json", exclude={"api_key"}),
         "env": env,
-        "run": {"k": resolved.run.k},
+        "run": {"k": resolved.run.k, **fingerprint_part(resolved.run)},  # the limits a multiplier changed too
     }
     flat = {key: value for key, value in flatten("", data).items()
             if not any(part in VERDICT_FREE or SECRET_KEY.search(part) for part in key.split("."))

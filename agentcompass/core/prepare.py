@@ -10,6 +10,7 @@ from typing import Any
 
 from agentcompass.core.errors import UserError
 from agentcompass.core.fingerprint import fingerprint
+from agentcompass.core.limits import scaled
 from agentcompass.core.registry import load, resolve
 from agentcompass.core.run_dir import refuse_if_in_use, resume_target
 from agentcompass.core.schema import SPEND_CAPS, ResolvedConfig
@@ -34,7 +35,7 @@ class PreparedRun:
 def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> PreparedRun:
     recipe = resolved.benchmark
     task_format = resolve("format", recipe.format)(recipe)
-    tasks = task_format.load()
+    tasks = [scaled(task, resolved.run) for task in task_format.load()]  # the run's timeout multipliers and caps
     harness_cfg = resolved.harness
     harness_cls = resolve("harness", harness_name or harness_cfg.impl or harness_cfg.name)
     check_agent_tools(harness_cls, harness_name or harness_cfg.name, tasks)

@@ -59,7 +59,8 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
         f"tasks {summary['tasks']}" + (f" ({unattempted} unattempted)" if unattempted else "")
         + f"  trials {summary['trials']}/{summary['trials_expected']}  passed {summary['passed']}  "
         f"failed {summary['failed']}" + (f" ({summary['errors_failed']} of them errors)" if summary["errors_failed"] else "")
-        + f"  errors {summary['errors']}" + (f"  tampering {summary['tampering']}" if summary.get("tampering") else ""),
+        + f"  errors {summary['errors']}" + (f"  tampering {summary['tampering']}" if summary.get("tampering") else "")
+        + (f"  tampered {summary['tampered']} (failed)" if summary.get("tampered") else ""),
         f"solved {summary['solved_tasks']}/{summary['tasks']} selected tasks ({rate(summary['solved_rate'])})  "
         f"pass@1 {rate(summary['pass_at_1'])} {base_note(summary)}  "
         + (f"pass@{k} {rate(summary['pass_at_k'])}  " if k > 1 else "")

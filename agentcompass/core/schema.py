@@ -152,6 +152,15 @@ class RunConfig(Strict):
     max_tokens: int | None = Field(None, ge=1)  # the whole run's tokens
     max_trial_cost_usd: float | None = Field(None, gt=0)  # one attempt's model spend
     max_trial_tokens: int | None = Field(None, ge=1)  # one attempt's tokens
+    # Harbor's timeout multipliers and caps (core/limits.py): a phase's limit is min(base, cap) x its multiplier,
+    # the phase's own when set, else timeout_multiplier.
+    timeout_multiplier: float = Field(1.0, gt=0)
+    agent_timeout_multiplier: float | None = Field(None, gt=0)
+    verifier_timeout_multiplier: float | None = Field(None, gt=0)
+    agent_setup_timeout_multiplier: float | None = Field(None, gt=0)
+    environment_build_timeout_multiplier: float | None = Field(None, gt=0)
+    agent_max_timeout_sec: float | None = Field(None, gt=0)  # Harbor's agent max_timeout_sec
+    verifier_max_timeout_sec: float | None = Field(None, gt=0)  # Harbor's verifier max_timeout_sec
 
 
 class ResolvedConfig(Strict):

@@ -41,10 +41,12 @@ RULES = {rule.name: rule for rule in (
          "terminal_bench/harness/models.py (accuracy: resolved over all trials); "
          "swebench/harness/reporting.py (resolved over the selected instances)",
          "every attempt counts: an error of any kind is a failed attempt"),
-    Rule("valid_reward", frozenset({"agent"}),
+    Rule("valid_reward", frozenset(),
          "harbor/models/trial/error_policy.py (has_valid_reward) and harbor/job.py (metrics over trials with a valid reward)",
-         "agent errors are failed attempts; verifier errors (no reward file, unreadable reward, verifier timeout) and "
-         "infra errors have no verdict, as Harbor leaves trials without a valid reward out of its mean"),
+         "an attempt is in the base when it has a valid reward: the agent errors whose reward counts (a time-out, a "
+         "non-zero exit, ...) are graded, so passed or failed; an error is an attempt without a valid reward (a refused "
+         "key or request, a verifier time-out, no reward file, an outage) and has no verdict, as Harbor leaves it out "
+         "of its mean"),
     Rule("errors_excluded", frozenset(),
          "run.count_errors_as_failures=false", "no error is a verdict: every errored attempt is left out"),
 )}

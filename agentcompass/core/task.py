@@ -37,6 +37,7 @@ class Task:
     agent_timeout_s: float | None = None
     verify_timeout_s: float | None = None
     build_timeout_s: float | None = None
+    agent_setup_scale: float = 1.0  # the run's agent-setup timeout multiplier, for a harness's own setup limit
     compose: ComposeSpec | None = None  # docker-compose services around the sandbox
     # What the task hands its agent beyond the shell, by field (Harbor's mcp_servers, skills_dir): only a
     # harness naming the field in its `task_tools` may run the task (see harnesses/base.py).

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from agentcompass.core.errors import BackPressure, InfraError, TaskRefused, TrialError
+from agentcompass.core import leftovers
+from agentcompass.core.errors import (AgentSpoiledSandboxError, BackPressure, InfraError, TaskRefused, TrialError, decide,
+                                       follows)
 from agentcompass.core.pacing import Pacer
 from agentcompass.core.context import TrialContext
 from agentcompass.core.results import TrialResult, now_iso
@@ -142,9 +144,14 @@ class TrialRunner:
         self.sandboxes.add(sandbox)
         outcome: AgentOutcome | None = None  # made only when the agent fails before giving one
         graded = False
+        agent_error: TrialError | None = None  # an agent error after which the attempt is still graded
+        # Whether a failure now could be what the agent left in its sandbox (set once the agent's turn begins,
+        # cleared once a fresh grading sandbox, which the agent never touched, takes over).
+        spoilable = {"agent_sandbox": False}
         try:
             with phase("stage"):
                 self.task_format.stage(task, sandbox, trial)
+            spoilable["agent_sandbox"] = True
             try:
                 with phase("agent"):
                     # A format may drive the agent itself (Harbor: users, multi-step tasks graded step by step).
@@ -154,12 +161,10 @@ class TrialRunner:
                     else:
                         outcome = self.harness.run(task, sandbox, self.model, trial, self.task_format)
             except TrialError as exc:
-                if exc.category == "infra":
+                # The table (core/errors.py) says whether the attempt is still graded after the agent's error.
+                if exc.category != "agent" or not decide(exc, follows(self.task_format)).graded:
                     raise
-                if not getattr(self.task_format, "grades_after_agent_error", False):
-                    graded = True  # an agent error is a verdict too: a failing close must not turn it into a retry
-                    return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox), trial=trial)
-                # The format grades a crashed agent's work too (Terminal-Bench does, officially).
+                agent_error = exc
                 outcome = AgentOutcome(exit_status=f"{exc.category}_error", message=str(exc),
                                        usage=exc.usage if exc.usage is not None else Usage())
             # Verification runs whatever the agent's exit status, a timeout included.
@@ -169,13 +174,21 @@ class TrialRunner:
                     details = sandbox_details(sandbox)  # before close: the sandbox's own account (docker: OOM kills)
                 else:
                     details = sandbox_details(sandbox)  # the agent's sandbox, before fresh grading closes it
-                    grade = self._grade_fresh(task, sandbox, trial, outcome, grading_spec)
+                    grade = self._grade_fresh(task, sandbox, trial, outcome, grading_spec, spoilable)
             graded = True
         except TrialError as exc:
-            if exc.category == "infra" and not trial.tampered:
-                raise
-            graded = True  # a verifier error is a verdict too; what a tampering agent caused is its failure
-            return self._result(task, attempt, started, t0, timings, outcome, exc, sandbox_details(sandbox), trial=trial)
+            stopping = trial.stopping.is_set() or self.sandboxes.closing.is_set()
+            error = (leftovers.spoiled(exc, sandbox, trial.task_id, attempt)
+                     if spoilable["agent_sandbox"] and not stopping else None) or exc
+            if error.category == "infra" and not trial.tampered:
+                raise error
+            graded = True  # an agent or verifier error is a verdict too; what a tampering agent caused is its failure
+            if error.usage is None and outcome is not None:
+                error.usage = outcome.usage
+            # A spoiled sandbox cannot run the details' command either: asking would only wait out its time-out.
+            details = {} if isinstance(error, AgentSpoiledSandboxError) else sandbox_details(sandbox)
+            return self._result(task, attempt, started, t0, timings, outcome, error, details, trial=trial,
+                                agent_error=agent_error)
         finally:
             with phase("close"):
                 try:
@@ -187,7 +200,8 @@ class TrialRunner:
                     else:
                         close_after(sandbox, graded, task.id, attempt)
         timings["commands"] = round(sandbox.command_s + sum(extra.command_s for extra in extras), 4)
-        return self._result(task, attempt, started, t0, timings, outcome, None, {**grade.details, **details}, grade, trial)
+        return self._result(task, attempt, started, t0, timings, outcome, None, {**grade.details, **details}, grade, trial,
+                            agent_error=agent_error)
 
     def _open_extra(self, spec: "SandboxSpec", extras: list["TimedSandbox"]) -> "TimedSandbox":
         """A further sandbox of the trial, tracked like its first (an interrupt closes it)."""
@@ -211,10 +225,11 @@ class TrialRunner:
         return grading_spec(task, spec) if grading_spec is not None else None
 
     def _grade_fresh(self, task: Task, sandbox: "TimedSandbox", trial: TrialContext, outcome: AgentOutcome,
-                     grading_spec: "SandboxSpec") -> "Grade":
+                     grading_spec: "SandboxSpec", spoilable: dict[str, bool]) -> "Grade":
         """Collect the submission (SWE-bench's patch, Harbor's artifacts), close the agent's sandbox
         (nothing else in it counts), then stage a new sandbox and grade the submission there."""
         outcome = self.task_format.collect(task, sandbox, trial, outcome)
+        spoilable["agent_sandbox"] = False  # from here on nothing runs where the agent worked
         if not self.keep_environment:
             try:
                 sandbox.close()  # run's finally closes it again and reports a failure
@@ -236,19 +251,37 @@ class TrialRunner:
     def _result(
         self, task: Task, attempt: int, started: str, t0: float, timings: dict[str, float],
         outcome: AgentOutcome | None, error: TrialError | None, details: dict[str, Any] | None = None,
-        grade: "Grade | None" = None, trial: TrialContext | None = None,
+        grade: "Grade | None" = None, trial: TrialContext | None = None, agent_error: TrialError | None = None,
     ) -> TrialResult:
-        """The trial's record: an error's, or the grade's (made in one go: setting fields one by one costs more)."""
+        """The trial's record: an error's, or the grade's (made in one go: setting fields one by one costs more).
+        The error class that decided it is `details.error_class`; an agent error after which the attempt was graded
+        keeps the grade's status when the table says its reward counts, and is an error (no valid reward) when not."""
         timings["total"] = round(time.monotonic() - t0, 4)
+        details = dict(details or {})
         if trial is not None and trial.tampering:  # shown in the summary and report; the verdict stands as graded
-            details = {**(details or {}), "tampering": list(trial.tampering)}
+            details["tampering"] = list(trial.tampering)
         outcome = outcome if outcome is not None else AgentOutcome()
-        status = "error" if error else ("passed" if grade is not None and grade.passed else "failed")
-        message = str(error) if error else (grade.message if grade is not None else "")
+        deciding = error or agent_error
+        if deciding is not None:
+            details["error_class"] = deciding.error_class()
+        if error is None and agent_error is not None and not decide(agent_error, follows(self.task_format)).reward_counts:
+            error = agent_error  # graded, but the reward is no valid one (Harbor's BadRequestError)
+        if error is not None and error.reward_counts and not error.graded:
+            status, message = "failed", str(error)  # the agent's failure with nothing to grade: reward 0, in the base
+        elif error is not None:
+            status, message = "error", str(error)
+        else:
+            status = "passed" if grade is not None and grade.passed else "failed"
+            message = grade.message if grade is not None else ""
+            if agent_error is not None:  # graded after the agent's error, the reward counts: say both
+                message = f"{agent_error}; graded: {message}" if message else f"{agent_error}; graded"
+        if status == "failed" and error is not None:
+            error = None  # a failed attempt, not an error: no category for the rules to weigh
         if trial is not None and trial.tampered:  # never solved, never left out of the count: failed, with evidence
-            details = {**(details or {}), "tampered": list(trial.tampered)}
+            details["tampered"] = list(trial.tampered)
             status, error = "failed", None
             message = "tampered: " + "; ".join(trial.tampered)
+        spent = deciding.usage if deciding is not None and deciding.usage is not None else outcome.usage
         return TrialResult(
             task_id=task.id,
             attempt=attempt,
@@ -259,10 +292,10 @@ class TrialRunner:
             rewards=grade.rewards if grade is not None else {},
             agent_exit_status=outcome.exit_status,
             timings=timings,
-            usage=(error.usage if error is not None and error.usage is not None else outcome.usage),
+            usage=spent,
             started_at=started,
             finished_at=now_iso(),
-            details=details or {},
+            details=details,
         )
 
 

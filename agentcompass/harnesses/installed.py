@@ -12,9 +12,12 @@ events) is kept in the trial dir as `<harness>.jsonl`, stderr as `agent.log`, th
 The endpoint is the run's model gateway when the runner gives the trial one (`trial.gateway`), else the
 model preset's own base_url and key. Usage: the gateway's metering when there is one (each call's tokens x
 the model's price), else the CLI's own token counts x the same price; either way the CLI's own cost figure,
-where it gives one, is kept beside as `cli_cost_usd`. Errors: 401/403 from the endpoint, a crash or a hang past the time limit are the agent's
-(not retried, the CLI's last output in the message); an endpoint that kept failing (5xx, unreachable)
-is infra (retried).
+where it gives one, is kept beside as `cli_cost_usd`. Errors, as Harbor's installed agents name them
+(core/errors.py): a hang past the time limit is AgentTimeoutError and a non-zero exit NonZeroAgentExitCodeError,
+both graded with their reward counting (a CLI that finished its work and then hung or crashed passes); 401/403
+from the endpoint is AgentAuthenticationError, 404 ModelNotFoundError, 400/422 BadRequestError; an endpoint that
+kept failing (5xx, unreachable) is ApiInternalServerError and 429 ApiRateLimitError, both retried. The CLI's last
+output is in the message.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from agentcompass.core.errors import AgentError, InfraError, SpendCapReached
+from agentcompass.core.errors import (AgentAuthenticationError, AgentTimeoutError, ApiInternalServerError,
+                                      ApiRateLimitError, BadRequestError, InfraError, ModelNotFoundError,
+                                      NonZeroAgentExitCodeError, SpendCapReached, TrialError)
 from agentcompass.harnesses.cli_bundle import BUNDLE, INSTALL_TIMEOUT_S, bundle
 from agentcompass.core.models import NO_KEY, api_key
 from agentcompass.core.schema import Strict
@@ -149,7 +154,7 @@ class InstalledAgent:
         endpoint = gateway.endpoint(trial, sandbox) if gateway else direct_endpoint(model)
         secret = endpoint.api_key
         try:
-            self.install(sandbox)
+            self.install(sandbox, INSTALL_TIMEOUT_S * task.agent_setup_scale)
             self.stage(sandbox, model, endpoint, task.instruction)
             limit = self.time_limit_s(task)
             done = threading.Event()
@@ -179,14 +184,14 @@ class InstalledAgent:
             raise error
         return AgentOutcome(exit_status="completed", usage=usage)
 
-    def install(self, sandbox: "Sandbox") -> None:
+    def install(self, sandbox: "Sandbox", timeout_s: float = INSTALL_TIMEOUT_S) -> None:
         if self.archive is None:
             self.prepare()
         assert self.archive is not None
         sandbox.upload(self.archive, f"{AGENT_DIR}/{BUNDLE}")
         done = sandbox.exec(f"mkdir -p {HOME_DIR} && tar -xzf {AGENT_DIR}/{BUNDLE} -C {AGENT_DIR} "
                             f"&& rm {AGENT_DIR}/{BUNDLE} && HOME={HOME_DIR} {AGENT_DIR}/bin/{self.command_name} --version",
-                            timeout=INSTALL_TIMEOUT_S)
+                            timeout=timeout_s)
         if not done.ok:
             raise InfraError(f"installing {self.package}@{self.settings.version} in the sandbox failed "
                              f"(exit {done.exit_code}): {(done.stdout + done.stderr).strip()[-300:]}")
@@ -207,22 +212,36 @@ class InstalledAgent:
             sandbox.upload(staged, AGENT_DIR)
 
     def classify(self, code: int, timed_out: bool, stdout: str, stderr: str, limit: float | None,
-                 metered: dict[str, Any] | None) -> Exception | None:
+                 metered: dict[str, Any] | None) -> TrialError | None:
+        """The run's error class (core/errors.py), None for a clean exit. What the endpoint last answered decides
+        first (a key refused, a model unknown, a request refused, an outage), then how the CLI ended."""
         output = f"{stdout}\n{stderr}"
         if metered and metered.get("capped"):  # the gateway refused its calls and the CLI was stopped
             return SpendCapReached(f"{self.name} was stopped: {metered['capped']}")
         seen = self.endpoint_error(output)
-        outage = seen == "outage" or bool(metered and metered.get("errors_5xx") and (timed_out or code != 0))
+        ended_badly = timed_out or code != 0
+        outage = seen == "outage" or bool(metered and metered.get("errors_5xx") and ended_badly)
         last = last_output(stdout, stderr)
         if seen == "auth":
-            return AgentError(f"{self.name}: the model endpoint rejected the API key (HTTP 401/403); last output: {last}")
-        if outage and (timed_out or code != 0):
-            return InfraError(f"{self.name}: the model endpoint kept failing (5xx or unreachable); last output: {last}")
+            return AgentAuthenticationError(f"{self.name}: the model endpoint rejected the API key (HTTP 401/403); "
+                                            f"last output: {last}")
+        if seen == "not_found" and ended_badly:
+            return ModelNotFoundError(f"{self.name}: the model endpoint does not know the model (HTTP 404); last output: {last}")
+        # A 400 of the gateway's own (a field its policy refuses) is the agent's doing, not a broken harness: it must
+        # not turn the attempt into one without a valid reward, so it ends as any other exit does below.
+        refused_by_gateway = bool(metered and metered.get("refused"))
+        if seen == "bad_request" and ended_badly and not refused_by_gateway:
+            return BadRequestError(f"{self.name}: the model endpoint refused a request (HTTP 400/422); last output: {last}")
+        if seen == "rate_limit" and ended_badly:
+            return ApiRateLimitError(f"{self.name}: the model endpoint kept rate-limiting (HTTP 429); last output: {last}")
+        if outage and ended_badly:
+            return ApiInternalServerError(f"{self.name}: the model endpoint kept failing (5xx or unreachable); "
+                                          f"last output: {last}")
         if timed_out:
-            return AgentError(f"{self.name} ran past the agent time limit of {limit:.0f} s and was stopped; "
-                              f"last output: {last}")
+            return AgentTimeoutError(f"{self.name} ran past the agent time limit of {limit:.0f} s and was stopped; "
+                                     f"last output: {last}")
         if code != 0:
-            return AgentError(f"{self.name} exited with code {code}; last output: {last}")
+            return NonZeroAgentExitCodeError(f"{self.name} exited with code {code}; last output: {last}")
         return None
 
 
@@ -261,13 +280,16 @@ def json_events(stdout: str) -> list[dict[str, Any]]:
 
 
 def status_verdict(pattern: re.Pattern[str], output: str) -> str | None:
-    """"auth" or "outage" by the last HTTP status the CLI reported (pattern's group 1), else None."""
+    """What the last HTTP status the CLI reported (pattern's group 1) says: "auth", "not_found", "bad_request",
+    "rate_limit", "outage", else None."""
     statuses = [int(s) for s in pattern.findall(output)]
     if not statuses:
         return None
-    if statuses[-1] in (401, 403):
+    last = statuses[-1]
+    if last in (401, 403):
         return "auth"
-    return "outage" if statuses[-1] >= 500 else None
+    return {404: "not_found", 400: "bad_request", 422: "bad_request", 429: "rate_limit"}.get(
+        last, "outage" if last >= 500 else None)
 
 
 def last_output(stdout: str, stderr: str) -> str:

@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from pydantic import Field
 
 from agentcompass.core.calls import CALLS_FILE
-from agentcompass.core.errors import AgentError, InfraError, TrialError, UserError
+from agentcompass.core.errors import (AgentAuthenticationError, AgentError, AgentSafetyRefusalError, ApiInternalServerError,
+                                      ApiRateLimitError, BadRequestError, InfraError, ModelNotFoundError, TrialError,
+                                      UserError)
 from agentcompass.core.paths import cache_root
 from agentcompass.core.models import Meter, completion_kwargs, import_litellm, key_hint, request_timeout
 from agentcompass.core.schema import Strict
@@ -295,16 +297,26 @@ def pydantic_default(value: Any) -> Any:
 
 
 def classify(exc: Exception, model: "ModelConfig", secret: str | None) -> TrialError:
-    """A failed agent run as a trial error: endpoint outages are infra (retried), the rest agent."""
+    """A failed agent run as its class in the table (core/errors.py), by litellm's exception: endpoint outages
+    and rate limits are retried; a refused key or an unknown model is not graded; a refused request is graded
+    without a valid reward; a safety refusal and anything else is the agent's, graded."""
     litellm = import_litellm()
     errors = litellm.exceptions
     detail = scrub(" ".join(str(getattr(exc, "message", None) or exc).replace(MINI_KEY_HINT, "").split()), secret)[:500]
     where = f" at {model.base_url}" if model.base_url else ""
-    if isinstance(exc, errors.AuthenticationError):
-        return AgentError(f"the model endpoint{where} rejected the API key (HTTP 401) for '{model.name}': {detail}; "
-                          f"{key_hint(model)}")
-    outage = (errors.APIConnectionError, errors.Timeout, errors.RateLimitError, errors.ServiceUnavailableError,
+    if isinstance(exc, (errors.AuthenticationError, errors.PermissionDeniedError)):
+        return AgentAuthenticationError(f"the model endpoint{where} rejected the API key (HTTP 401) for '{model.name}': "
+                                        f"{detail}; {key_hint(model)}")
+    if isinstance(exc, errors.NotFoundError):
+        return ModelNotFoundError(f"the model endpoint{where} does not know '{model.name}' (HTTP 404): {detail}")
+    if isinstance(exc, errors.RateLimitError):
+        return ApiRateLimitError(f"the model endpoint{where} kept rate-limiting after retries: {detail}")
+    outage = (errors.APIConnectionError, errors.Timeout, errors.ServiceUnavailableError,
               errors.InternalServerError, errors.BadGatewayError)
     if isinstance(exc, outage):
-        return InfraError(f"the model endpoint{where} kept failing after retries: {type(exc).__name__}: {detail}")
+        return ApiInternalServerError(f"the model endpoint{where} kept failing after retries: {type(exc).__name__}: {detail}")
+    if isinstance(exc, errors.ContentPolicyViolationError):
+        return AgentSafetyRefusalError(f"the model refused: {type(exc).__name__}: {detail}")
+    if isinstance(exc, (errors.BadRequestError, errors.UnprocessableEntityError, errors.UnsupportedParamsError)):
+        return BadRequestError(f"the model endpoint{where} refused a request: {type(exc).__name__}: {detail}")
     return AgentError(f"the agent stopped on {type(exc).__name__}: {detail}")

@@ -85,6 +85,9 @@ def banners(rows: list[dict[str, Any]]) -> list[str]:
         if row["tampering"]:
             lines.append(f"{row['setup']}: in {row['tampering']} attempt(s) the agent wrote where the verifier reads "
                          f"(details.tampering); the verifier ran on fresh inputs")
+        if row.get("tampered"):
+            lines.append(f"{row['setup']}: {row['tampered']} attempt(s) failed for evidence that the agent attacked its "
+                         f"verdict or the count (details.tampered); they stay in the rates' base")
     return lines
 
 

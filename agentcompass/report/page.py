@@ -47,6 +47,8 @@ def incomplete(s: dict[str, Any]) -> list[str]:
         why.append(f"{s['incomplete']} attempt(s) have no verdict ({s['scoring_rule']}: kept out of the rates)")
     if s.get("tampering"):
         why.append(f"in {s['tampering']} attempt(s) the agent wrote where the verifier reads (graded on fresh inputs)")
+    if s.get("tampered"):
+        why.append(f"{s['tampered']} attempt(s) failed for evidence the agent attacked its verdict or the count (in the base)")
     if s.get("interrupted_attempts"):
         why.append(f"{s['interrupted_attempts']} attempt(s) interrupted before they were recorded (their model time is priced)")
     return why

@@ -21,10 +21,12 @@ SETUP_COLUMNS = [
     "tokens_out_per_solved", "steps", "orchestration_s", "session_s", "generation_s",
     # added by issue 32 (after the others, so readers by name and by position both keep working):
     "retry_cost_usd", "interrupted_attempts", "reported_cost_usd", "cost_difference_pct",
+    # added by issue 36 (the count cannot be gamed): attempts failed for evidence the agent attacked the verdict or count
+    "tampered",
 ]
 # The scoring module's figures a setup row takes as they are (incomplete_by_category: report.json only).
 SUMMARY_FIELDS = ("passed", "failed", "errors", "incomplete", "incomplete_by_category", "not_run", "complete",
-                  "scoring_rule", "tampering", "pass_at_1", "pass_at_1_tasks", "pass_at_k", "pass_at_k_tasks",
+                  "scoring_rule", "tampering", "tampered", "pass_at_1", "pass_at_1_tasks", "pass_at_k", "pass_at_k_tasks",
                   "solved_tasks", "solved_rate")
 TASK_COLUMNS = ["task_id", "setup", "attempts", "graded", "passed", "cost_usd"]
 PAIR_COLUMNS = ["a", "b", "tasks", *[f"{figure}_{part}" for figure in ("pass_at_1", "solved_rate", "cost_per_solved_usd")

@@ -64,7 +64,7 @@ def official_reward(trial: dict) -> float | str:
 
 def our_run(dataset: Path, harness: str, tmp_path: Path) -> dict[str, dict]:
     conf = tmp_path / "conf"
-    make_recipe(conf, "harbor_conformance", dataset, runs_on_host=False)
+    make_recipe(conf, "harbor_conformance", dataset, runs_on_host=False, extra="scoring: valid_reward\n")
     run_name = f"conf-harbor-{uuid.uuid4().hex[:8]}"  # container names derive from it, on a shared engine
     done = run_cli("run", "harbor_conformance", harness, "none", "--env", "docker", "--config-dir", str(conf),
                    "--task-concurrency", "4", "--results-dir", str(tmp_path / "ours"), "--run-name", run_name,
@@ -104,4 +104,45 @@ def test_harbor_run_gives_our_rewards(base_image, compose_v2_env, tmp_path, tall
     assert official_rewards[("oracle", "sum-numbers")] == 1.0 and official_rewards[("nop", "sum-numbers")] == 0.0
     assert official_rewards[("oracle", "separate-verifier-with-workdir")] == 1.0
     tally.record(ANCHOR, "oracle/nop rewards (harbor run on docker)", same, total)
+    check_divergences(found, allowed)
+
+
+def harbor_verdict(trial: dict) -> float | str:
+    """Harbor's verdict on a trial: its reward when valid (an AgentTimeoutError leaves it valid), else none."""
+    if not trial.get("reward_valid"):
+        return "no valid reward"
+    return float(trial["verifier_result"]["rewards"]["reward"])
+
+
+def our_verdict(row: dict) -> float | str:
+    return float(row["reward"]) if row["status"] in ("passed", "failed") and row["reward"] is not None else "no valid reward"
+
+
+@pytest.mark.docker
+def test_harbors_failure_paths_give_our_verdicts(base_image, compose_v2_env, tmp_path, tally, allowed):
+    """The oracle's failure paths (tests/test_error_classes.py): a solution that hangs after solving, exits 3 after
+    solving, hangs unsolved; a verifier that hangs, writes no reward, an empty or an unreadable one."""
+    from test_error_classes import failure_path_tasks
+
+    python = anchor_python(ANCHOR)
+    dataset = tmp_path / "tasks"
+    failure_path_tasks(dataset)
+    for task in dataset.iterdir():
+        (task / "environment" / "Dockerfile").write_text(f"FROM {base_image}\nWORKDIR /app\n")
+    jobs = tmp_path / "official-oracle"
+    jobs.mkdir()
+    theirs = official_run(python, dataset, "oracle", jobs, compose_v2_env)
+    ours = our_run(dataset, "oracle", tmp_path)
+    found: dict[str, list[str]] = {"harbor/failure-paths": []}
+    same = 0
+    for task in sorted(ours):
+        official, mine = harbor_verdict(theirs[task]), our_verdict(ours[task])
+        if official == mine:
+            same += 1
+        else:
+            found["harbor/failure-paths"].append(f"oracle {task}: official {official}, ours {mine}")
+    valid = [v for v in map(harbor_verdict, theirs.values()) if v != "no valid reward"]
+    verdicts = {task: harbor_verdict(trial) for task, trial in theirs.items()}
+    assert valid and sum(valid) / len(valid) == pytest.approx(2 / 3), verdicts  # Harbor's mean, over valid rewards
+    tally.record(ANCHOR, "oracle failure-path verdicts (harbor run on docker)", same, len(ours))
     check_divergences(found, allowed)

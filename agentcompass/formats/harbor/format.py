@@ -17,9 +17,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentcompass.core.errors import UserError, VerifierError
+from agentcompass.core.errors import TrialError, UserError, VerifierError
 from agentcompass.core.schema import Recipe
-from agentcompass.core.task import AgentOutcome, Grade, Task
+from agentcompass.core.task import AgentOutcome, Grade, Task, Usage
 from agentcompass.formats.base import SelectionParams, run_solution, select_tasks
 from agentcompass.formats.harbor.collect import ARTIFACTS_DIR, collect_all
 from agentcompass.formats.harbor.dataset import manifest_task_dirs
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 class HarborFormat:
     Params = SelectionParams
+    error_table = "harbor"  # after an error, Harbor's own columns decide (core/errors.py): retried, graded, counted
 
     def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe
@@ -82,17 +83,29 @@ class HarborFormat:
         """Each [[steps]] entry in order in the one sandbox, each graded at once; stop below its min_reward."""
         if not task.data["steps"]:
             return harness.run(task, as_user(sandbox, task.agent_user), model, trial, self)
-        outcome, grades = AgentOutcome(), []
+        outcome, grades, invalid = AgentOutcome(), [], None
         for step in task.data["steps"]:
             step_task = self.step_task(task, step)
             await_healthy(step["healthcheck"], sandbox, trial)
             enter_phase(task, sandbox, "agent")
-            done = harness.run(step_task, as_user(sandbox, step_task.agent_user), model, trial, self)
+            failed: TrialError | None = None
+            try:
+                done = harness.run(step_task, as_user(sandbox, step_task.agent_user), model, trial, self)
+            except TrialError as exc:  # as Harbor's multi-step trial: the step is graded when the table says so
+                if exc.category != "agent" or not exc.graded:
+                    exc.usage = outcome.usage + (exc.usage or Usage())
+                    raise
+                failed, invalid = exc, invalid or (None if exc.reward_counts else exc)
+                done = AgentOutcome(exit_status="agent_error", message=str(exc), usage=exc.usage or Usage())
             outcome = done.model_copy(update={"usage": outcome.usage + done.usage})
             grade = self.grade(step_task, sandbox, trial, done)
-            grades.append({"name": step["name"], "reward": grade.reward, "rewards": grade.rewards})
+            grades.append({"name": step["name"], "reward": grade.reward, "rewards": grade.rewards,
+                           **({"error_class": failed.error_class(), "message": str(failed)[:300]} if failed else {})})
             if not reaches(grade.rewards, step["min_reward"]):
                 break
+        if invalid is not None:  # a step graded without a valid reward (BadRequestError): the trial has none either
+            invalid.usage = outcome.usage
+            raise invalid
         return outcome.model_copy(update={"steps": grades})
 
     def step_task(self, task: Task, step: dict[str, Any]) -> Task:

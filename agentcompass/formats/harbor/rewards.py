@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentcompass.core.errors import VerifierError
+from agentcompass.core.errors import (RewardFileEmptyError, RewardFileNotFoundError, VerifierError,
+                                       VerifierOutputParseError, VerifierTimeoutError)
 from agentcompass.core.results import read_if_present
 from agentcompass.core.safe_files import download_checked
 from agentcompass.core.task import AgentOutcome, Grade, Task
@@ -49,7 +50,7 @@ def run_tests(task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: Ag
     output = result.stdout + result.stderr
     trial.log(f"{where}verifier.log", output)
     if result.timed_out:
-        raise VerifierError(f"verifier timed out after {task.verify_timeout_s:.0f}s")
+        raise VerifierTimeoutError(f"verifier timed out after {task.verify_timeout_s:.0f}s")
     rewards = read_rewards(sandbox, trial.dir.joinpath(where, "verifier"), result.exit_code,
                            "see verifier.log" if output else "it printed nothing", trial)
     if where:  # the next step's check must not take this step's reward for the agent's
@@ -72,11 +73,20 @@ def read_rewards(sandbox: "Sandbox", local: Path, exit_code: int, hint: str = "s
             sandbox.download(VERIFIER_DIR, local)
     except FileNotFoundError:
         pass
+    try:
+        return parse_rewards(local, exit_code, hint)
+    except VerifierError as exc:
+        exc.exit_code = exit_code  # a test.sh killed by a signal is told apart (core/leftovers.py)
+        raise
+
+
+def parse_rewards(local: Path, exit_code: int, hint: str) -> dict[str, float]:
+    """reward.json's named rewards, else reward.txt's one; Harbor's error class for each way there is none."""
     try:  # reward.json first, as Harbor reads it (verifier.py)
         data = read_if_present(os.path.join(local, "reward.json"))
         if data is not None:
             if not data.strip():
-                raise ValueError("reward.json is empty")
+                raise RewardFileEmptyError("unreadable reward file: reward.json is empty")
             named = json.loads(data)
             if not isinstance(named, dict) or not named:
                 raise ValueError("reward.json must be a non-empty object of named rewards")
@@ -84,11 +94,11 @@ def read_rewards(sandbox: "Sandbox", local: Path, exit_code: int, hint: str = "s
         text = read_if_present(os.path.join(local, "reward.txt"))
         if text is not None:
             if not text.strip():
-                raise ValueError("reward.txt is empty")
+                raise RewardFileEmptyError("unreadable reward file: reward.txt is empty")
             return {"reward": finite(float(text.decode().strip()))}
     except ValueError as exc:
-        raise VerifierError(f"unreadable reward file: {exc}") from exc
-    raise VerifierError(
+        raise VerifierOutputParseError(f"unreadable reward file: {exc}") from exc
+    raise RewardFileNotFoundError(
         f"test.sh (exit {exit_code}) wrote neither {VERIFIER_DIR}/reward.txt nor reward.json; {hint}"
     )
 
