@@ -8,6 +8,7 @@ machine's speed (no timing here; benchmarks/refusals.py prints the times)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -85,3 +86,26 @@ def test_an_unreachable_endpoint_in_a_pooled_sweep_is_refused_without_the_model_
     assert done.returncode == 2 and "cannot reach the model endpoint" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert heavy(modules) == []
+
+
+class Terminal(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_a_long_wait_says_what_it_waits_for_where_a_person_watches():
+    """Past its threshold a wait prints one line naming what it waits for, on a terminal only: a script reading
+    stderr still gets a refusal as its one line."""
+    from agentcompass.core.progress import Waiting
+
+    watched, piped = Terminal(tty=True), Terminal(tty=False)
+    with Waiting("the endpoint to answer", after_s=0.0, stream=watched) as waiting:
+        waiting.timer.join(30)  # the notice is due at once: wait for it, not for a time
+    with Waiting("the endpoint to answer", after_s=0.0, stream=piped) as waiting:
+        assert not waiting.timer.is_alive()  # never started
+    assert watched.getvalue() == "waiting for the endpoint to answer...\n"
+    assert piped.getvalue() == ""

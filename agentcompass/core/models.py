@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from agentcompass.core.calls import CallLog
 from agentcompass.core.merge import deep_merge
 from agentcompass.core.errors import UserError
+from agentcompass.core.progress import Waiting
 from agentcompass.core.task import Usage
 
 if TYPE_CHECKING:
@@ -40,12 +41,11 @@ _checked: set[tuple[str, str, str]] = set()  # endpoints a sweep already checked
 
 
 def import_litellm() -> Any:
-    """litellm, set up for offline start-up and quiet errors. Its first import takes seconds of CPU: the
-    command says so on stderr first (from the main thread: a trial's import shows no line in the progress)."""
+    """litellm, set up for offline start-up and quiet errors. Its first import takes seconds of CPU: past a
+    second, a person watching is told what the command waits for (core.progress.Waiting)."""
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # read at import time: no price-map download
-    if "litellm" not in sys.modules and threading.current_thread() is threading.main_thread():
-        print("loading litellm, the model client (a few seconds)...", file=sys.stderr, flush=True)
-    import litellm
+    with Waiting("litellm, the model client, to load"):
+        import litellm
 
     litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on every error
     return litellm
@@ -185,9 +185,10 @@ def send_check_request(model: "ModelConfig", kwargs: dict[str, Any]) -> None:
     errors = litellm.exceptions
     request = {k: v for k, v in kwargs.items() if k in ("api_base", "api_key", "extra_headers", "api_version")}
     try:
-        litellm.completion(model=litellm_name(model), messages=[{"role": "user", "content": "Reply with OK."}],
-                           max_tokens=1, max_retries=0, drop_params=True,
-                           timeout=request_timeout(model, CHECK_REPLY_TIMEOUT_S), **request)
+        with Waiting(f"the model endpoint to answer a 1-token check of '{model.name}'"):
+            litellm.completion(model=litellm_name(model), messages=[{"role": "user", "content": "Reply with OK."}],
+                               max_tokens=1, max_retries=0, drop_params=True,
+                               timeout=request_timeout(model, CHECK_REPLY_TIMEOUT_S), **request)
     except (errors.AuthenticationError, errors.PermissionDeniedError) as exc:
         raise UserError(rejected(model, where, error_text(exc, kwargs), skip)) from None
     except errors.NotFoundError as exc:
@@ -218,8 +219,9 @@ def send_direct_check(model: "ModelConfig", route: str, kwargs: dict[str, Any], 
     body = {"model": litellm_name(model).split("/", 1)[1], "max_tokens": 1,
             "messages": [{"role": "user", "content": "Reply with OK."}]}
     try:
-        reply = httpx.post(url, json=body, headers=headers,
-                           timeout=httpx.Timeout(CHECK_REPLY_TIMEOUT_S, connect=model.connect_timeout_s))
+        with Waiting(f"{url} to answer a 1-token check of '{model.name}'"):
+            reply = httpx.post(url, json=body, headers=headers,
+                               timeout=httpx.Timeout(CHECK_REPLY_TIMEOUT_S, connect=model.connect_timeout_s))
     except httpx.TransportError as exc:
         failure = transport_failure(exc) or "connect"
         raise UserError(unreachable(model, where, failure, error_text(exc, kwargs) or type(exc).__name__, skip)) from None
