@@ -19,10 +19,13 @@ import threading
 from typing import NoReturn
 
 
-def leave(code: int) -> NoReturn:
-    """Exit with `code`: exit handlers and flushes as Python's own exit, without the teardown."""
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
-        sys.exit(code)  # its ordinary exit joins that thread
+def leave(code: int | None) -> NoReturn:
+    """Exit with `code` (None: 0, as sys.exit takes it): exit handlers and flushes as Python's own exit,
+    without the teardown."""
+    code = 0 if code is None else code
+    working = any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread())
+    if working or not isinstance(code, int):
+        sys.exit(code)  # its ordinary exit joins that thread (and says what a code that is no number means)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
