@@ -14,6 +14,7 @@ import yaml
 
 from agentcompass.commands.args import build_invocation, split_words
 from agentcompass.commands.cli import build_parser, subcommands
+from hidden_modules import HIDE, WITHOUT
 
 BAD_INPUTS = [
     # (arguments after `run`, a fragment the one-line message must contain)
@@ -216,20 +217,6 @@ def test_secret_overrides_never_reach_hydra_output(cli, tmp_path):
     assert secret not in result.stdout + result.stderr
 
 
-# Runs agentcompass with some top-level modules made unimportable, as if their extra were not installed.
-HIDE = """
-import importlib.abc, runpy, sys
-HIDDEN = set(sys.argv[1].split(","))
-class Hide(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in HIDDEN:
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-sys.meta_path.insert(0, Hide())
-"""
-WITHOUT = HIDE + """
-sys.argv = ["agentcompass", *sys.argv[2:]]
-runpy.run_module("agentcompass", run_name="__main__", alter_sys=True)
-"""
 SWEBENCH_ROWS = str(Path(__file__).parent / "data" / "swebench-lite-sample.json")
 MISSING_EXTRAS = [
     # (hidden modules, arguments, the pip install the one line must name)

@@ -260,14 +260,14 @@ def test_a_sweep_ends_with_a_table_and_sweep_json_has_k(cli, tmp_path):
     lines = result.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("RUN "))
     assert lines[header].split() == ["RUN", "K", "PASS@1", "OVER", "PASS@K", "SOLVED", "ERRORS", "INCOMPLETE", "COST",
-                                     "COST/SOLVED*"]
+                                     "COST/SOLVED"]
     assert lines[header + 1].split()[:8] == ["run.k=1", "1", "1.000", "2/2", "1.000", "2/2", "0", "0"]
     assert lines[header + 2].split()[:8] == ["run.k=2", "2", "1.000", "2/2", "1.000", "2/2", "0", "0"]
     assert lines[header + 3] == f"sweep: {tmp_path / 'r' / 'x' / 'sweep.json'}"
-    assert lines[header + 4].startswith("* an estimate; split by concurrency or by the real bill: agentcompass report")
+    assert "an estimate" not in result.stdout  # no model call: the $0 is exact (a spending sweep's is starred)
     sweep = json.loads((tmp_path / "r" / "x" / "sweep.json").read_text())
     assert [row["k"] for row in sweep["runs"]] == [1, 2]
-    assert all(row["cost_is_estimate"] is True and "cost_per_solved_usd" in row for row in sweep["runs"])
+    assert all(row["cost_is_estimate"] is False and "cost_per_solved_usd" in row for row in sweep["runs"])
     assert all(row["complete"] is True and row["cost_known"] is True and row["status"] == "completed" for row in sweep["runs"])
 
 

@@ -125,3 +125,21 @@ def test_classic_rows_grade_as_swebench_4(cli, calc_repo, calc_image, tmp_path):
     assert f"\ngit checkout {calc_repo.base_commit} \n" in script and "rm -f" not in script
     binary_script = (run_dir / "tasks" / "calc__calc-43" / "attempt-1" / "eval.sh").read_text()
     assert f"\ngit checkout {calc_repo.base_commit} tests/test_calc.py\n" in binary_script
+
+
+@pytest.mark.docker
+def test_eval_of_a_file_without_some_instances_says_no_rerun_can_add_them(cli, calc_repo, calc_image, tmp_path):
+    """Issue 44: an instance the predictions file lacks counts as unresolved, as in the official report; the run
+    does not end "incomplete ... rerun to finish", which no rerun could do, but says what is missing and why."""
+    rows = write_rows(tmp_path / "rows.jsonl", [row_of(calc_repo, i, calc_image, "python3")
+                                                for i in ("calc__calc-51", "calc__calc-52")])
+    (tmp_path / "preds.json").write_text(json.dumps({"calc__calc-51": {"model_name_or_path": "my-model",
+                                                                       "model_patch": calc_repo.patches["gold"]}}))
+    done = cli("eval", "swebench_lite", "--predictions", str(tmp_path / "preds.json"), "--env", "docker",
+               "--results-dir", str(tmp_path / "res"), "--run-name", "partial", "--benchmark-params",
+               json.dumps({"path": str(rows)}))
+    assert done.returncode == 0, done.stderr
+    assert "rerun with the same --run-name to finish" not in done.stdout, done.stdout
+    assert "1 of 2 selected tasks have no prediction in the file (e.g. calc__calc-52)" in done.stdout, done.stdout
+    assert "solved 1/2 selected tasks" in done.stdout  # the missing one is unresolved, in the rate's base
+    assert done.stdout.splitlines()[-1].startswith("results: ")

@@ -210,4 +210,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    sys.exit(main())
+    from agentcompass.core.process_exit import leave
+
+    leave(main())

@@ -36,7 +36,7 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     roots = search_roots(list(args.config_dir))
     check_choice("env", args.env, roots)
     cls, settings, source = env_settings(args.env, roots, list(args.config))
-    report = readiness_of(cls, settings, live=True, config_source=source)
+    report = missing_sdk(cls, args.env) or readiness_of(cls, settings, live=True, config_source=source)
     print(f"env {args.env}: {'ready' if report.ready else 'not ready'}")
     for fact in report.facts:
         print(f"  {fact}")
@@ -47,6 +47,20 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     return 0 if report.ready else 1
 
 
+def missing_sdk(cls: Any, env: str) -> Any:
+    """Not ready, with the pip install as its first step, when the env's SDK (its extra) is not installed;
+    None when it is. An env whose SDK is missing is not ready yet, not a mistyped command."""
+    from agentcompass.core.readiness import Readiness
+    from agentcompass.core.registry import installed
+
+    missing = [module for module in getattr(cls, "extra_modules", ()) if not installed(module)]
+    if not missing:
+        return None
+    extra = getattr(cls, "extra", None)
+    install = f"pip install 'agentcompass[{extra}]'" if extra else f"pip install {' '.join(missing)}"
+    return Readiness().fail(f"SDK: {', '.join(missing)} not installed", install, f"agentcompass env check {env}")
+
+
 def env_settings(env: str, roots: list[Path], config_files: list[Path]) -> tuple[Any, dict[str, Any], str]:
     """The provider class, its settings (shipped YAML, then each --config's environments.ENV), and which
     --config file gave the credentials ('' when none did)."""
@@ -54,7 +68,7 @@ def env_settings(env: str, roots: list[Path], config_files: list[Path]) -> tuple
 
     from agentcompass.core.catalog import group_entries
     from agentcompass.core.config import load_overlay, resolved_section
-    from agentcompass.core.registry import resolve
+    from agentcompass.core.registry import load
 
     merged = OmegaConf.create({"env": OmegaConf.load(group_entries("env", roots)[env])})
     source = ""
@@ -65,7 +79,7 @@ def env_settings(env: str, roots: list[Path], config_files: list[Path]) -> tuple
             if any(key in block for key in ("token_id", "token_secret", "credentials_file", "project_id")):
                 source = f"environments.{env} in --config {path}"
     data = resolved_section(merged, "env")
-    cls = resolve("provider", data.get("impl") or data.get("name") or env)
+    cls = load("provider", data.get("impl") or data.get("name") or env)  # a missing SDK is not ready (missing_sdk)
     return cls, {k: v for k, v in data.items() if k not in COMMON_KEYS}, source
 
 
@@ -89,15 +103,26 @@ def cheap_status(env: str, roots: list[Path]) -> str:
     import yaml
 
     from agentcompass.core.catalog import group_entries
-    from agentcompass.core.registry import resolve
+    from agentcompass.core.registry import load
 
+    hint = f"see `agentcompass env check {env}`"
     try:
         data = yaml.safe_load(group_entries("env", roots)[env].read_text(encoding="utf-8")) or {}
-        cls = resolve("provider", data.get("impl") or data.get("name") or env)
-        report = readiness_of(cls, {k: v for k, v in data.items() if k not in COMMON_KEYS}, live=False)
-    except Exception as exc:  # a broken YAML or a missing SDK must not break `list`
-        return f"[not ready: {' '.join(str(exc).split())[:80]}]"
+        cls = load("provider", data.get("impl") or data.get("name") or env)
+        report = missing_sdk(cls, env) or readiness_of(cls, {k: v for k, v in data.items() if k not in COMMON_KEYS},
+                                                       live=False)
+    except Exception as exc:  # a broken YAML must not break `list`
+        return f"[not ready: {shortened(' '.join(str(exc).split()))}; {hint}]"
     if report.ready:
         return "[ready]"
     reason = report.facts[-1].split(" (")[0]
-    return f"[not ready: {reason}; see `agentcompass env check {env}`]"
+    if report.steps and report.steps[0].startswith("pip install"):
+        reason += f" ({report.steps[0]})"
+    return f"[not ready: {reason}; {hint}]"
+
+
+def shortened(text: str, width: int = 100) -> str:
+    """At most about `width` characters, cut between words (never mid-word), marked by an ellipsis."""
+    if len(text) <= width:
+        return text
+    return text[:width].rsplit(" ", 1)[0].rstrip(",;:") + " ..."

@@ -69,7 +69,7 @@ class Job:
         def run_alone() -> None:
             summary = execute(prepared, self.argv)
             settle_costs({prepared.run_dir: summary})
-            print_summary(summary, prepared.run_dir)
+            print_summary(without_unrunnable(summary, prepared), prepared.run_dir)
 
         ran = self.outcome(prepared.run_dir, run_alone)
         if ran and self.multirun:
@@ -145,6 +145,23 @@ def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
         return run_all(invocation, multirun, argv, hydra, prepared, sweep_keys, jobs, composed)
     finally:
         gc.unfreeze()
+
+
+def without_unrunnable(summary: dict[str, Any], prepared: PreparedRun) -> dict[str, Any]:
+    """The summary as printed: attempts the harness will never make (eval: instances the predictions file has no
+    prediction for) count as unresolved, as the official report counts them, but no rerun can add them, so they
+    are said once here and do not make the run read "incomplete ... rerun to finish"."""
+    attempts = getattr(prepared.harness, "attempts", None)
+    if attempts is None:
+        return summary
+    never = [task.id for task in prepared.tasks if not attempts(task)]
+    if not never:
+        return summary
+    print(f"note: {len(never)} of {len(prepared.tasks)} selected tasks have no prediction in the file (e.g. {never[0]}): "
+          "each counts as unresolved, and a rerun cannot add one; add it to the file, then rerun with the same "
+          "--run-name to grade it", flush=True)
+    not_run = summary["not_run"] - len(never) * prepared.resolved.run.k
+    return {**summary, "not_run": not_run, "complete": not summary["incomplete"] and not_run <= 0}
 
 
 def run_all(invocation: Invocation, multirun: bool, argv: list[str], hydra: Any, prepared: dict[tuple[str, ...], PreparedRun],
@@ -246,26 +263,29 @@ def write_sweep(run_root: Path, order: list[str] | None = None) -> list[dict[str
             "reasoning": config.get("model", {}).get("reasoning"),
             "status": run_info.get("status"),
             **{k: summary.get(k) for k in SWEEP_FIELDS},
-            "cost_is_estimate": True,  # until `agentcompass report --bill` splits the real bill
+            # until `agentcompass report` splits it by concurrency or by the bill; no model call: exactly $0
+            "cost_is_estimate": bool(summary.get("model_calls")),
         })
     write_json(run_root / "sweep.json", {"runs": rows})
     return rows
 
 
 def print_sweep(rows: list[dict[str, Any]], run_root: Path) -> None:
-    """One line per job of a sweep, then where sweep.json is."""
-    table = [("RUN", "K", "PASS@1", "OVER", "PASS@K", "SOLVED", "ERRORS", "INCOMPLETE", "COST", "COST/SOLVED*")]
+    """One line per job of a sweep, then where sweep.json is; a cost that is an estimate is starred."""
+    table = [("RUN", "K", "PASS@1", "OVER", "PASS@K", "SOLVED", "ERRORS", "INCOMPLETE", "COST", "COST/SOLVED")]
     for row in rows:
+        star = "*" if row.get("cost_is_estimate") else ""
         table.append((row["labels"].get("suffix") or row["dir"], str(row["k"]), rate(row["pass_at_1"]),
                       f"{row.get('pass_at_1_tasks')}/{row['tasks']}", rate(row["pass_at_k"]),
                       f"{row['solved_tasks']}/{row['tasks']}", str(row["errors"]),
-                      str((row.get("incomplete") or 0) + (row.get("not_run") or 0)), usd(row["cost_usd"]),
-                      "-" if not row["solved_tasks"] else usd(row["cost_per_solved_usd"])))
+                      str((row.get("incomplete") or 0) + (row.get("not_run") or 0)), usd(row["cost_usd"]) + star,
+                      "-" if not row["solved_tasks"] else usd(row["cost_per_solved_usd"]) + star))
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     for line in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
     print(f"sweep: {run_root / 'sweep.json'}", flush=True)
-    print(f"* an estimate; split by concurrency or by the real bill: agentcompass report {run_root} [--bill FILE|modal]")
+    if any(row.get("cost_is_estimate") for row in rows):
+        print(f"* an estimate; split by concurrency or by the real bill: agentcompass report {run_root} [--bill FILE|modal]")
 
 
 def show_config(invocation: Invocation, multirun: bool = False) -> str:

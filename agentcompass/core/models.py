@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from agentcompass.core.calls import CallLog
 from agentcompass.core.merge import deep_merge
 from agentcompass.core.errors import UserError
+from agentcompass.core.progress import Waiting
 from agentcompass.core.task import Usage
 
 if TYPE_CHECKING:
@@ -40,9 +41,11 @@ _checked: set[tuple[str, str, str]] = set()  # endpoints a sweep already checked
 
 
 def import_litellm() -> Any:
-    """litellm, set up for offline start-up and quiet errors."""
+    """litellm, set up for offline start-up and quiet errors. Its first import takes seconds of CPU: past a
+    second, a person watching is told what the command waits for (core.progress.Waiting)."""
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # read at import time: no price-map download
-    import litellm
+    with Waiting("litellm, the model client, to load"):
+        import litellm
 
     litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on every error
     return litellm
@@ -150,38 +153,102 @@ def check_model(model: "ModelConfig", request: bool = True) -> None:
         send_check_request(model, kwargs)
 
 
+DEFAULT_CHECK_URL = {"openai": "https://api.openai.com/v1/chat/completions",
+                     "anthropic": "https://api.anthropic.com/v1/messages"}
+BASE_URL_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE")
+
+
+def direct_route(model: "ModelConfig") -> str | None:
+    """'openai' or 'anthropic' where the check can ask the endpoint itself, as litellm would route the
+    model, without importing litellm (seconds of CPU before a refusal); None where only litellm knows the
+    route (another provider prefix, or a base URL litellm takes from the environment)."""
+    prefix = model.name.split("/", 1)[0] if "/" in model.name else model.api
+    if prefix not in STANDARD_KEY_ENV:
+        return None
+    if not model.base_url and any(os.environ.get(name) for name in BASE_URL_ENV):
+        return None
+    return prefix
+
+
 def send_check_request(model: "ModelConfig", kwargs: dict[str, Any]) -> None:
     where = f" (POST {check_url(model)})" if model.base_url else ""
     skip = "; or pass --no-model-check to skip this check"
-    seen = (litellm_name(model), str(model.base_url), str(kwargs.get("api_key")))
+    route = direct_route(model)
+    seen = (model.name if route else litellm_name(model), str(model.base_url), str(kwargs.get("api_key")))
     if seen in _checked:
+        return
+    if route is not None:
+        send_direct_check(model, route, kwargs, where, skip)
+        _checked.add(seen)
         return
     litellm = import_litellm()
     errors = litellm.exceptions
     request = {k: v for k, v in kwargs.items() if k in ("api_base", "api_key", "extra_headers", "api_version")}
     try:
-        litellm.completion(model=litellm_name(model), messages=[{"role": "user", "content": "Reply with OK."}],
-                           max_tokens=1, max_retries=0, drop_params=True,
-                           timeout=request_timeout(model, CHECK_REPLY_TIMEOUT_S), **request)
+        with Waiting(f"the model endpoint to answer a 1-token check of '{model.name}'"):
+            litellm.completion(model=litellm_name(model), messages=[{"role": "user", "content": "Reply with OK."}],
+                               max_tokens=1, max_retries=0, drop_params=True,
+                               timeout=request_timeout(model, CHECK_REPLY_TIMEOUT_S), **request)
     except (errors.AuthenticationError, errors.PermissionDeniedError) as exc:
-        raise UserError(f"the model endpoint{where} rejected the API key for '{model.name}' "
-                        f"({error_text(exc, kwargs)}): {key_hint(model)}{skip}") from None
+        raise UserError(rejected(model, where, error_text(exc, kwargs), skip)) from None
     except errors.NotFoundError as exc:
-        raise UserError(f"the model endpoint{where} does not know model '{model.name}' ({error_text(exc, kwargs)}); "
-                        f"check the model name and --model-base-url{skip}") from None
+        raise UserError(unknown_model(model, where, error_text(exc, kwargs), skip)) from None
     except Exception as exc:
         failure = transport_failure(exc)
-        if failure == "timeout":
-            raise UserError(f"the model endpoint{where} did not answer a 1-token request for '{model.name}' within "
-                            f"{model.connect_timeout_s:g} s to connect and {CHECK_REPLY_TIMEOUT_S:g} s to reply "
-                            f"({error_text(exc, kwargs)}); check --model-base-url and the network{skip}") from None
-        if failure == "connect":
-            raise UserError(f"cannot reach the model endpoint{where} for '{model.name}' ({error_text(exc, kwargs)}); "
-                            f"check --model-base-url and the network{skip}") from None
+        if failure is not None:
+            raise UserError(unreachable(model, where, failure, error_text(exc, kwargs), skip)) from None
         if "missing credentials" in str(exc).lower():  # litellm's OpenAI client, before sending anything
             raise UserError(f"no API key for model '{model.name}': {key_hint(model)}") from None
         # Any other answer (400, 429, 5xx): the endpoint is reachable and did not refuse the key.
     _checked.add(seen)
+
+
+def send_direct_check(model: "ModelConfig", route: str, kwargs: dict[str, Any], where: str, skip: str) -> None:
+    """The same 1-token request litellm would send (chat completions, or Anthropic's Messages), over httpx."""
+    import httpx
+
+    key = kwargs.get("api_key")
+    url = check_url(model) if model.base_url else DEFAULT_CHECK_URL[route]
+    headers = dict(kwargs.get("extra_headers") or {})
+    if route == "anthropic":
+        headers.setdefault("anthropic-version", "2023-06-01")
+        if key:
+            headers["x-api-key"] = key
+    elif key:
+        headers["authorization"] = f"Bearer {key}"
+    body = {"model": litellm_name(model).split("/", 1)[1], "max_tokens": 1,
+            "messages": [{"role": "user", "content": "Reply with OK."}]}
+    try:
+        with Waiting(f"{url} to answer a 1-token check of '{model.name}'"):
+            reply = httpx.post(url, json=body, headers=headers,
+                               timeout=httpx.Timeout(CHECK_REPLY_TIMEOUT_S, connect=model.connect_timeout_s))
+    except httpx.TransportError as exc:
+        failure = transport_failure(exc) or "connect"
+        raise UserError(unreachable(model, where, failure, error_text(exc, kwargs) or type(exc).__name__, skip)) from None
+    text = error_text(Exception(reply.text), kwargs)
+    if reply.status_code in (401, 403):
+        raise UserError(rejected(model, where, f"{reply.status_code}: {text}", skip))
+    if reply.status_code == 404:
+        raise UserError(unknown_model(model, where, f"404: {text}", skip))
+    # Any other answer (200, 400, 429, 5xx): the endpoint is reachable and did not refuse the key.
+
+
+def rejected(model: "ModelConfig", where: str, detail: str, skip: str) -> str:
+    return f"the model endpoint{where} rejected the API key for '{model.name}' ({detail}): {key_hint(model)}{skip}"
+
+
+def unknown_model(model: "ModelConfig", where: str, detail: str, skip: str) -> str:
+    return (f"the model endpoint{where} does not know model '{model.name}' ({detail}); "
+            f"check the model name and --model-base-url{skip}")
+
+
+def unreachable(model: "ModelConfig", where: str, failure: str, detail: str, skip: str) -> str:
+    if failure == "timeout":
+        return (f"the model endpoint{where} did not answer a 1-token request for '{model.name}' within "
+                f"{model.connect_timeout_s:g} s to connect and {CHECK_REPLY_TIMEOUT_S:g} s to reply "
+                f"({detail}); check --model-base-url and the network{skip}")
+    return (f"cannot reach the model endpoint{where} for '{model.name}' ({detail}); "
+            f"check --model-base-url and the network{skip}")
 
 
 def transport_failure(exc: BaseException) -> str | None:

@@ -56,15 +56,20 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
         from agentcompass.core.models import check_model
 
         check_model(resolved.model, request=False)  # a missing key: before anything slow
-    # The run directory's refusals come before the harness, which may import litellm (seconds), and the model request.
+    # The run directory's refusals come before the model request and the harness, which may import litellm (seconds).
     prints = fingerprint(resolved, provider, [t.id for t in tasks])
     run_dir = resume_target(resolved, prints)
     refuse_if_in_use(run_dir)
+    uses_gateway = getattr(harness_cls, "uses_gateway", False)
+    if needs_model and not uses_gateway:  # before the harness, which may import litellm (seconds of CPU)
+        from agentcompass.core.models import check_model
+
+        check_model(resolved.model, request=resolved.run.model_check)
     harness = harness_cls(**resolved.settings_of(harness_cfg))
     check_tasks = getattr(harness, "check_tasks", None)  # e.g. predictions: refuse a file for another benchmark
     if check_tasks is not None:
         check_tasks(tasks)
-    if getattr(harness_cls, "uses_gateway", False):
+    if uses_gateway:
         load("service", "gateway_check")(resolved, tasks, provider)
     elif caps := [f"run.{name}" for name in SPEND_CAPS if getattr(resolved.run, name) is not None]:
         raise UserError(f"{', '.join(caps)}: spend caps are enforced at the model gateway, which harness "
@@ -74,8 +79,9 @@ def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> Prepar
         from agentcompass.core.models import check_model, litellm_name
 
         api_kind = getattr(harness, "api_kind", None)  # an agent calling through the gateway: its URL and API
-        via_gateway = getattr(harness_cls, "uses_gateway", False) and api_kind is not None
-        check_model(resolved.model, request=resolved.run.model_check and not via_gateway)
+        via_gateway = uses_gateway and api_kind is not None
+        if uses_gateway:  # the others were checked before the harness was made
+            check_model(resolved.model, request=resolved.run.model_check and not via_gateway)
         if via_gateway and resolved.run.model_check:
             load("service", "endpoint_check")(resolved.model, api_kind(resolved.model))
         resolved.labels["model_name"] = litellm_name(resolved.model)  # as mini-swe-agent names it in predictions

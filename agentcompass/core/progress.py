@@ -34,6 +34,35 @@ def silence(stream: TextIO) -> None:
         pass
 
 
+WAIT_NOTICE_S = 1.0  # a wait longer than this says what it is waiting for
+
+
+class Waiting:
+    """`with Waiting("the model endpoint to answer"):` around a wait that may last: after WAIT_NOTICE_S one
+    line on stderr says what the command is waiting for. Only where a person watches (stderr a terminal): a
+    script reading stderr gets a refusal as its one line, with nothing before it."""
+
+    def __init__(self, what: str, after_s: float = WAIT_NOTICE_S, stream: TextIO | None = None) -> None:
+        self.what, self.stream = what, stream if stream is not None else sys.stderr
+        self.timer = threading.Timer(after_s, self._say)
+        self.timer.daemon = True
+
+    def _say(self) -> None:
+        write_line(self.stream, f"waiting for {self.what}...")
+
+    def __enter__(self) -> "Waiting":
+        try:
+            watched = self.stream.isatty()
+        except (AttributeError, ValueError):  # a closed or odd stream: nobody watches it
+            watched = False
+        if watched:
+            self.timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.timer.cancel()
+
+
 def run_prefix(label: str) -> str:
     return f"{label}: " if label else ""
 

@@ -225,7 +225,8 @@ def wind_down(scheduler: "Schedule", workers: list[Worker]) -> None:
             os.waitpid(worker.pid, 0)
         except ChildProcessError:
             pass
-    log.warning("interrupted: stopped scheduling; the worker processes closed their sandboxes", workers=len(workers))
+    # log.jsonl only: the command prints the one documented line
+    log.info("interrupted: stopped scheduling; the worker processes closed their sandboxes", workers=len(workers))
 
 
 def signal_all(workers: list[Worker], sig: int) -> None:

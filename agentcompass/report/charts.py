@@ -62,10 +62,11 @@ def plotted(setups: list[dict[str, Any]]) -> list[dict[str, Any]]:
             and s["solved_rate"] is not None]
 
 
-def pareto(setups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The setups no other beats on both: none solves as many for less, or more for as little."""
+def pareto(setups: list[dict[str, Any]], among: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The setups no other beats on both: none solves as many for less, or more for as little. Among those the
+    chart places, unless `among` says which (the page's answer counts a known $0 too)."""
     front: list[dict[str, Any]] = []
-    for s in sorted(plotted(setups), key=lambda s: (float(s["cost_per_solved_usd"]), -s["solved_rate"])):
+    for s in sorted(plotted(setups) if among is None else among, key=lambda s: (float(s["cost_per_solved_usd"]), -s["solved_rate"])):
         if not front or s["solved_rate"] > front[-1]["solved_rate"]:
             front.append(s)
     return front

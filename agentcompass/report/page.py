@@ -99,10 +99,11 @@ def verdict(pair: dict[str, Any], first: str, figure: str, shown: Any, what: str
 def answer(setups: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> str:
     """The question in a few lines: the cheapest solved task, the most solved, whether the two really
     differ (their paired difference), and the front between them."""
-    placed = plotted(setups)
+    # A known cost of $0 (no model calls) ranks too, first: only the chart, on its log axis, cannot place it.
+    placed = [s for s in setups if s["cost_per_solved_usd"] is not None and s["solved_rate"] is not None]
     if not placed:
         return '<p class="answer">No setup has both a known cost and a solved task, so none can be ranked by cost per solved task.</p>'
-    cheapest = min(placed, key=lambda s: float(s["cost_per_solved_usd"]))
+    cheapest = min(placed, key=lambda s: (float(s["cost_per_solved_usd"]), -s["solved_rate"]))
     most = max(placed, key=lambda s: (s["solved_rate"], -float(s["cost_per_solved_usd"])))
 
     def said(s: dict[str, Any]) -> str:
@@ -111,7 +112,8 @@ def answer(setups: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> str:
         return (f"<b>{escape(s['label'])}</b> at {escape(usd(s['cost_per_solved_usd']))} per solved task{escape(interval)}, "
                 f"{s['solved_tasks']} of {s['tasks']} tasks solved")
 
-    lines = [f"Most solved per dollar: {said(cheapest)}."]
+    free = float(cheapest["cost_per_solved_usd"]) == 0  # no model spend: "per dollar" would divide by nothing
+    lines = [f"{'Cheapest per solved task' if free else 'Most solved per dollar'}: {said(cheapest)}."]
     if most["setup"] != cheapest["setup"]:
         lines.append(f"Most solved: {said(most)}.")
         pair = next((p for p in pairs if {p["a"], p["b"]} == {most["setup"], cheapest["setup"]}), None)
@@ -121,7 +123,7 @@ def answer(setups: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> str:
             lines.append(f"Paired on the same {pair['tasks']} tasks, {escape(most['label'])} minus "
                          f"{escape(cheapest['label'])}: " + "; ".join(p for p in parts if p) + ".")
     lines.append("Pareto front (★, no other setup solves as many for less): "
-                 + ", ".join(escape(s["label"]) for s in pareto(setups)) + ".")
+                 + ", ".join(escape(s["label"]) for s in pareto(setups, placed)) + ".")
     return '<ul class="answer" id="answer">' + "".join(f"<li>{line}</li>" for line in lines) + "</ul>"
 
 

@@ -4,10 +4,13 @@ litellm's bundled price map (read offline). What a harness or CLI wrote as its c
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cache
 from typing import Any
 
 MTOK = Decimal(1_000_000)
@@ -89,15 +92,29 @@ def rates(given: Decimal | None, output: Decimal | None, read: Decimal | None, w
 TIER = re.compile(r"input_cost_per_token_above_(\d+)k_tokens")
 
 
+PRICE_MAP = "model_prices_and_context_window_backup.json"  # what litellm reads offline (LITELLM_LOCAL_MODEL_COST_MAP)
+
+
+@cache
+def litellm_price_map() -> dict[str, Any]:
+    """litellm's bundled price map, read from its file without importing litellm (seconds of CPU a report
+    on a small run does not need to pay); {} when litellm is not installed."""
+    spec = importlib.util.find_spec("litellm")  # finds the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    for folder in spec.submodule_search_locations:
+        path = os.path.join(folder, PRICE_MAP)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as handle:
+                return json.load(handle)
+    return {}
+
+
 def litellm_prices(name: str) -> TokenPrices | None:
     """litellm's bundled map, by the model's name as given, then without its provider prefix."""
-    try:
-        os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # read at import time: no download
-        import litellm
-    except ImportError:
-        return None
+    model_cost = litellm_price_map()
     for candidate in (name, name.split("/", 1)[-1]):
-        entry = litellm.model_cost.get(candidate)
+        entry = model_cost.get(candidate)
         if entry and entry.get("input_cost_per_token") is not None:
             def price(key: str) -> Decimal | None:
                 return None if entry.get(key) is None else usd(entry[key])

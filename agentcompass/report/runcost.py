@@ -14,8 +14,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from agentcompass.report.build import Pricing, build
-from agentcompass.report.load import Setup, load_setup
 from agentcompass.core.results import write_json
 
 
@@ -25,6 +23,8 @@ def self_hosted(run_dir: Path) -> bool:
         model = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["config"]["model"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
+    from agentcompass.report.load import Setup
+
     return Setup("", run_dir, {}, dict(model or {}), 1).self_hosted
 
 
@@ -33,6 +33,10 @@ def settle(summaries: dict[Path, dict[str, Any]]) -> None:
     and rewrite their summary.json. Runs on hosted models keep their per-token figures (the report's too)."""
     if not any(self_hosted(run_dir) for run_dir in summaries):
         return
+    # Only here: every run ends by asking, and most (hosted models, no model) need none of the report.
+    from agentcompass.report.build import Pricing, build
+    from agentcompass.report.load import load_setup
+
     setups = [load_setup(run_dir, run_dir.name, warn=False) for run_dir in summaries]  # the run warned already
     hosted_here = {id(s) for s in setups if s.self_hosted and (s.trials or s.abandoned)}
     report = build(setups, Pricing())
