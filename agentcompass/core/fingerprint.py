@@ -73,5 +73,8 @@ def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
 
     current = json.loads(json.dumps(current, default=str))  # compared as run.json holds it
     keys = sorted(set(recorded) | set(current))
+    # A setting one side lacks and the other leaves null (one added since the run was recorded, at its default
+    # of "not set") changes nothing, so a newer agentcompass still resumes the run.
     return [f"{key}: {show(key, recorded)} -> {show(key, current)}"
-            for key in keys if recorded.get(key, ...) != current.get(key, ...)]
+            for key in keys if recorded.get(key, ...) != current.get(key, ...)
+            and not (recorded.get(key, None) is None and current.get(key, None) is None)]
