@@ -56,6 +56,12 @@ def collect_all(task: "Task", sandbox: "Sandbox", trial: "TrialContext") -> dict
                 if path != ARTIFACTS_DIR:
                     missing.append(path if service == MAIN else f"{service}:{path}")
                 continue
+            if path == ARTIFACTS_DIR and local.is_dir() and not any(local.iterdir()):
+                for empty in (local, local.parent, local.parent.parent):  # the empty /logs/artifacts every agent has
+                    if empty == trial.dir or any(empty.iterdir()):
+                        break
+                    empty.rmdir()
+                continue
             if exclude:
                 drop_excluded(local, exclude)
     return {"hooks": ran, "missing": missing} if ran or missing else {}

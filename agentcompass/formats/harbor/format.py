@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentcompass.core.errors import UserError, VerifierError
 from agentcompass.core.schema import Recipe
@@ -36,8 +36,14 @@ if TYPE_CHECKING:
     from agentcompass.core.context import TrialContext
 
 
+class HarborParams(SelectionParams):
+    # "task": each task's own [verifier] environment_mode (Harbor's default); "separate": every task that allows
+    # it is graded in a fresh sandbox that gets only /logs/artifacts and the declared artifacts (docs/security.md).
+    verifier_mode: Literal["task", "separate"] = "task"
+
+
 class HarborFormat:
-    Params = SelectionParams
+    Params = HarborParams
 
     def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe
@@ -83,8 +89,10 @@ class HarborFormat:
         if not task.data["steps"]:
             return harness.run(task, as_user(sandbox, task.agent_user), model, trial, self)
         outcome, grades = AgentOutcome(), []
-        for step in task.data["steps"]:
+        for number, step in enumerate(task.data["steps"]):
             step_task = self.step_task(task, step)
+            if number:  # the step before's verifier kept /logs/verifier to itself while it ran (rewards.py)
+                open_logs(task, sandbox)
             await_healthy(step["healthcheck"], sandbox, trial)
             enter_phase(task, sandbox, "agent")
             done = harness.run(step_task, as_user(sandbox, step_task.agent_user), model, trial, self)

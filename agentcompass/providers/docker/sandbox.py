@@ -136,6 +136,19 @@ class DockerSandbox(RemoteSandbox):
         counters = self.exec(OOM_KILLS, timeout=30).stdout.split()
         return {"oom_killed": bool(state.get("OOMKilled")), "oom_kills": sum(int(n) for n in counters if n.isdigit())}
 
+    def changes(self) -> list[tuple[str, str]]:
+        """What was added ("A"), changed ("C") or deleted ("D") in the container since its image: the engine's
+        container-changes API (`docker diff`), read on the host. A process in the container cannot hide a
+        change from it: writing a file of the image copies it up into the container's own layer."""
+        import docker
+
+        try:
+            listed = self.api.diff(self.id) or []
+        except docker.errors.APIError as exc:
+            raise self._failure(f"cannot list the changes in {self.spec.name}", exc) from exc
+        kinds = {0: "C", 1: "A", 2: "D"}
+        return [(kinds.get(entry.get("Kind"), "C"), entry["Path"]) for entry in listed]
+
     # -- files ---------------------------------------------------------------------------
     def upload(self, local: Path, remote: str) -> None:
         """Copy a file or a directory's contents to `remote`, creating parent directories."""
