@@ -8,6 +8,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import stat
 import subprocess
 import zipfile
 from pathlib import Path
@@ -222,3 +224,33 @@ def test_the_rewards_read_in_the_verifiers_command_are_the_verdict(tmp_path):
     assert rewritten(logs, read_back) == {"reward.txt": "rewritten", "reward.json": "made"}
     keep_read_back(logs, read_back)
     assert (logs / "reward.txt").read_text() == "0\n" and not (logs / "reward.json").exists()
+
+
+def test_a_venv_made_by_virtualenv_or_uv_is_honest_work():
+    venv_hook = "/app/.venv/lib/python3.11/site-packages/_virtualenv.pth"
+    verdict, evidence = pth_verdicts({venv_hook: "import _virtualenv\n"}, recorded=set())
+    assert verdict == [] and evidence == [venv_hook]
+    verdict, _ = pth_verdicts({venv_hook: "import _virtualenv; import evil\n"}, recorded=set())
+    assert verdict
+
+
+def test_the_host_side_listing_of_a_containers_changes_is_the_engines(tmp_path):
+    """overlay2's upper dir read on the host lists what `docker diff` lists: added, changed (in a lower
+    layer), deleted (a whiteout)."""
+    from agentcompass.providers.docker.changes import overlay_changes
+
+    lower, upper = tmp_path / "lower", tmp_path / "upper"
+    (lower / "usr" / "bin").mkdir(parents=True)
+    (lower / "usr" / "bin" / "python3").write_text("image")
+    (lower / "usr" / "bin" / "xargs").write_text("image")
+    (upper / "usr" / "bin").mkdir(parents=True)
+    (upper / "usr" / "bin" / "python3").write_text("agent")
+    (upper / "root").mkdir()
+    (upper / "root" / "new").write_text("agent")
+    whiteout = upper / "usr" / "bin" / "xargs"
+    if os.geteuid() == 0:  # a whiteout is a character device 0/0, which only root can make
+        os.mknod(whiteout, 0o600 | stat.S_IFCHR, os.makedev(0, 0))
+    listed = sorted(overlay_changes(str(upper), [str(lower)]))
+    expected = [("A", "/root"), ("A", "/root/new"), ("C", "/usr"), ("C", "/usr/bin"), ("C", "/usr/bin/python3")]
+    assert [c for c in listed if c[0] != "D"] == expected
+    assert [c for c in listed if c[0] == "D"] == ([("D", "/usr/bin/xargs")] if os.geteuid() == 0 else [])

@@ -28,8 +28,9 @@ def clear_verifier_inputs(sandbox: "Sandbox", *, dirs: tuple[str, ...] = (), fil
     """Empty `dirs` and remove `files`, then make the `make` dirs; returns the paths of `dirs` and `files`
     that were there (a dir counts when it holds anything). One command, as root. A dir is emptied, not
     removed: a shell started before (the local provider's bubblewrap binds it) still sees the new one.
-    `keep` {dir: user} gives each dir to the user who runs the verifier, writable by that user only, in a
-    parent only root can write (so no other user's process can swap it), until the agent's next phase."""
+    `keep` {dir: user} gives each dir to the user who runs the verifier, writable by that user only, until
+    the agent's next phase (its parent, /logs or /, is root's and not writable by others: no other user's
+    process can swap the dir either)."""
     host_path = getattr(sandbox, "host_path", None)
     if callable(host_path):  # the local provider: its sandbox paths are host paths under its workspace
         return clear_on_host(host_path, dirs, files, make)
@@ -45,10 +46,10 @@ def clear_verifier_inputs(sandbox: "Sandbox", *, dirs: tuple[str, ...] = (), fil
     # The dirs are given to the verifier's user first: no other user's process can then put anything back.
     keeping = []
     for path, user in (keep or {}).items():
-        q, parent = shlex.quote(path), shlex.quote(os.path.dirname(path))
+        q = shlex.quote(path)
         # (the verifier must always be able to write: where its user cannot be given the dir, it stays open)
-        keeping.append(f"{{ mkdir -p -- {q} && {{ chown -h root:root {parent} && chmod go-w {parent}; }} 2>/dev/null; "
-                       f"{{ chown -h -- {shlex.quote(user)} {q} && chmod 755 {q}; }} 2>/dev/null || chmod 777 {q}; }}")
+        keeping.append(f"{{ {{ [ ! -L {q} ] || rm -f -- {q}; }} && mkdir -p -- {q} && "
+                       f"{{ chown -- {shlex.quote(user)} {q} && chmod 755 {q}; }} 2>/dev/null || chmod 777 {q}; }}")
     removal = keeping + removal
     script = "; ".join(steps) + (" && " + " && ".join(removal) if removal else "")
     result = sandbox.exec(script, user="root", timeout=CLEAR_TIMEOUT_S)

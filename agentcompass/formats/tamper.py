@@ -8,16 +8,18 @@ module sorts them:
 - `verdict`: changes that make the verifier's own programs run code of the agent's, and that honest work
   does not make: a replaced shell or Python interpreter (or the dynamic loader, libc, libpython), a changed
   module of Python's standard library, /etc/ld.so.preload, a `sitecustomize`/`usercustomize` where Python
-  imports it at start (any site-packages, the user site, a venv's, the standard library, /etc/python3.N), a `.pth` with an `import` line that no installed distribution
-  lists in its RECORD (pip-installed ones, such as setuptools' distutils-precedence.pth, are recorded), a
-  pytest configuration at the filesystem root (/conftest.py, /pytest.ini, ...), which pytest reads for any
-  test under /tests. Each is evidence for `TrialContext.mark_tampered`: the attempt fails.
+  imports it at start (any site-packages, the user site, a venv's, the standard library, /etc/python3.N),
+  a `.pth` with an `import` line that no installed distribution lists (pip's RECORD, as setuptools'
+  distutils-precedence.pth is; dpkg's file lists, as Debian's -nspkg.pth files are; virtualenv's own
+  `_virtualenv.pth` in a venv), a pytest configuration at the filesystem root (/conftest.py, /pytest.ini,
+  ...), which pytest reads for any test under /tests. Each is evidence for `TrialContext.mark_tampered`:
+  the attempt fails.
 - `evidence`: everything else of interest outside the workdir (other binaries, libraries, installed
   packages, recorded `.pth` files, pip configuration): honest agents install packages, so these are
   recorded in the attempt, and the verdict stands.
 
 What it cannot see: a change made while the verifier runs (the list is taken before), and a distribution
-the agent forged with a RECORD of its own (its `.pth` then passes as an installed one).
+the agent forged with a RECORD (or a dpkg list) of its own (its `.pth` then passes as an installed one).
 """
 
 from __future__ import annotations
@@ -89,11 +91,18 @@ def pth_verdicts(contents: dict[str, str], recorded: set[str]) -> tuple[list[str
     verdict, evidence = [], []
     for path, text in contents.items():
         runs_code = any(line.startswith(("import ", "import\t")) for line in text.splitlines())
-        if runs_code and path not in recorded:
+        if runs_code and path not in recorded and not is_virtualenv_hook(path, text):
             verdict.append(f"{path}: a .pth with an import line that no installed distribution records")
         else:
             evidence.append(path)
     return verdict, evidence
+
+
+def is_virtualenv_hook(path: str, text: str) -> bool:
+    """The one line virtualenv and `uv venv` write into every venv they make (honest work, listed by no RECORD);
+    a venv is never the system's own site dir."""
+    return (basename(path) == "_virtualenv.pth" and text.strip() == "import _virtualenv"
+            and not STDLIB.match(path) and not path.startswith("/usr/lib/python3/"))
 
 
 def _under(path: str, root: str) -> bool:

@@ -68,7 +68,8 @@ def walk_workspace(root: str) -> list[tuple[str, str]]:
 
 
 def pth_files(sandbox: "Sandbox", paths: list[str]) -> tuple[dict[str, str], set[str]]:
-    """Each .pth's text (its first PTH_BYTES) and which of them an installed distribution's RECORD lists."""
+    """Each .pth's text (its first PTH_BYTES) and which of them an installed distribution lists (pip's RECORD
+    in the same folder, or dpkg's file lists)."""
     host_path = getattr(sandbox, "host_path", None)
     if callable(host_path):
         return _pth_on_host(host_path, paths)
@@ -76,7 +77,9 @@ def pth_files(sandbox: "Sandbox", paths: list[str]) -> tuple[dict[str, str], set
     steps = []
     for path in paths:
         q, folder, name = shlex.quote(path), shlex.quote(os.path.dirname(path)), shlex.quote(os.path.basename(path) + ",")
-        steps.append(f"echo {mark} {q}; if cat {folder}/*.dist-info/RECORD 2>/dev/null | grep -qF -- {name}; "
+        # pip's installs list it in their RECORD, apt's (Debian's -nspkg.pth files) in dpkg's file lists
+        steps.append(f"echo {mark} {q}; if cat {folder}/*.dist-info/RECORD 2>/dev/null | grep -qF -- {name} || "
+                     f"grep -qxF -- {q} /var/lib/dpkg/info/*.list 2>/dev/null; "
                      f"then echo recorded; else echo unrecorded; fi; head -c {PTH_BYTES} -- {q} 2>/dev/null; echo")
     result = sandbox.exec("; ".join(steps), user="root", timeout=60)
     texts, recorded = {}, set()
