@@ -38,6 +38,11 @@ ATTACKS = {
     "usercustomize": f"mkdir -p {USER_SITE} && echo '{NEUTER_EXIT}' > {USER_SITE}/usercustomize.py",
     "pth-import-hook": f"echo '{NEUTER_EXIT}' > {SITE}/zz-speedups.pth",
     "nobody-daemon": NOBODY_DAEMON,  # the agent runs as nobody, the verifier as root
+    "root-daemon": "nohup sh -c 'while :; do echo 1 > /logs/verifier/reward.txt; done' >/dev/null 2>&1 &",
+    # waits for the tests, then for test.sh's reward, and replaces it atomically (nothing half-written to see)
+    "root-daemon-atomic": "nohup sh -c 'while [ ! -f /tests/test.sh ]; do sleep 0.05; done; "
+                          "while [ ! -f /logs/verifier/reward.txt ]; do sleep 0.05; done; sleep 0.3; "
+                          "echo 1 > /tmp/r && mv /tmp/r /logs/verifier/reward.txt' >/dev/null 2>&1 &",
 }
 
 
@@ -67,7 +72,8 @@ def test_attacks_fail_and_honest_work_passes_in_the_shared_verifier_mode(cli, ba
     seen = {t: (r["status"], r["reward"], r["message"][:300], r["details"].get("tampered")) for t, r in rows.items()}
     for task_id in ATTACKS:
         assert rows[task_id]["status"] == "failed", (task_id, seen)
-    for task_id in ("replaced-python3", "replaced-bash", "sitecustomize", "usercustomize", "pth-import-hook"):
+    for task_id in ("replaced-python3", "replaced-bash", "sitecustomize", "usercustomize", "pth-import-hook",
+                    "root-daemon"):
         assert rows[task_id]["details"].get("tampered"), (task_id, seen)
     for task_id in HONEST_CONTROLS:
         assert rows[task_id]["status"] == "passed" and rows[task_id]["reward"] == 1.0, (task_id, seen)
@@ -196,3 +202,12 @@ def test_the_host_side_listing_of_a_containers_changes_is_the_engines(tmp_path):
     expected = [("A", "/root"), ("A", "/root/new"), ("C", "/usr"), ("C", "/usr/bin"), ("C", "/usr/bin/python3")]
     assert [c for c in listed if c[0] != "D"] == expected
     assert [c for c in listed if c[0] == "D"] == ([("D", "/usr/bin/xargs")] if os.geteuid() == 0 else [])
+
+
+def test_a_reward_written_again_before_test_sh_starts_is_told():
+    from agentcompass.formats.harbor.rewards import echo_early_rewards, split_early
+
+    with_reward = subprocess.run(["bash", "-c", f"{echo_early_rewards('MK').replace('/logs/verifier', '/tmp/vi-none')}; echo out"],
+                                 capture_output=True, text=True).stdout
+    assert split_early(with_reward, "MK") == ("out\n", [])
+    assert split_early("MK early reward.txt\nout\n", "MK") == ("out\n", ["reward.txt"])

@@ -53,10 +53,14 @@ def run_tests(task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: Ag
     clear = f"rm -rf {VERIFIER_DIR}/* && " if where else ""  # a step's grade is not the step before's
     mark = uuid.uuid4().hex
     result = sandbox.exec(
-        f"{clear}bash {TESTS_DIR}/test.sh; code=$?; {echo_rewards(mark)}; exit $code",
+        f"{clear}{echo_early_rewards(mark)}; bash {TESTS_DIR}/test.sh; code=$?; {echo_rewards(mark)}; exit $code",
         env=task.data["verifier_env"], timeout=task.verify_timeout_s, user=verifier_user,
     )
     stdout, read_back = split_rewards(result.stdout, mark)
+    stdout, early = split_early(stdout, mark)
+    for name in early:  # cleared a moment before: only a process the agent left running could have written it
+        trial.mark_tampered(f"{VERIFIER_DIR}/{name} was written again between its clearing and test.sh's start: a "
+                            f"process outside the verifier writes the reward")
     output = stdout + result.stderr
     trial.log(f"{where}verifier.log", output)
     if result.timed_out:
@@ -84,6 +88,21 @@ def echo_rewards(mark: str) -> str:
     return "; ".join(f'if [ -f {VERIFIER_DIR}/{name} ]; then printf "\\n{mark} {name} "; '
                      f"head -c {REWARD_BYTES} {VERIFIER_DIR}/{name} | base64 | tr -d '\\n'; fi"
                      for name in REWARD_NAMES) + f'; printf "\\n{mark} end\\n"'
+
+
+def echo_early_rewards(mark: str) -> str:
+    """Shell that prints a line `mark early NAME` for each reward file already there before test.sh starts."""
+    return "; ".join(f'{{ [ ! -e {VERIFIER_DIR}/{name} ] || echo "{mark} early {name}"; }}' for name in REWARD_NAMES)
+
+
+def split_early(stdout: str, mark: str) -> tuple[str, list[str]]:
+    """(the output without the early lines, the reward files they name)."""
+    prefix = f"{mark} early "
+    names: list[str] = []
+    while stdout.startswith(prefix):
+        line, _, stdout = stdout.partition("\n")
+        names.append(line[len(prefix):])
+    return stdout, [n for n in names if n in REWARD_NAMES]
 
 
 def split_rewards(stdout: str, mark: str) -> tuple[str, dict[str, bytes] | None]:
