@@ -19,6 +19,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.formats.tamper import SHOWN, STARTUP_HOOK, pth_verdicts, sort_changes
+from agentcompass.providers.remote import EXEC_MARK
 
 if TYPE_CHECKING:
     from agentcompass.core.context import TrialContext
@@ -116,3 +117,26 @@ def _pth_on_host(host_path: Any, paths: list[str]) -> tuple[dict[str, str], set[
             except OSError:
                 pass
     return texts, recorded
+
+
+def echo_watchers(mark: str, when: str, paths: tuple[str, ...]) -> str:
+    """Shell that prints `mark watcher WHEN PID NAME` for each process not of this command (told by its exec mark)
+    that holds a file under `paths` open or an inotify watch on one of them or their entries: a process the agent
+    left running to rewrite the verdict the moment the verifier writes it. Runs as the verifier's user, so a
+    root verifier sees every process. Quiet where /proc or the tools are missing."""
+    targets = " ".join(f"{shlex.quote(p)} {shlex.quote(p)}/*" for p in paths)
+    links = " -o ".join(f"-lname {shlex.quote(p)} -o -lname {shlex.quote(p + '/*')}" for p in paths)
+    return (f"{{ pat=$(stat -c %i {targets} 2>/dev/null | while read -r i; do printf 'ino:%x |' \"$i\"; done); "
+            f"{{ [ -z \"$pat\" ] || grep -lE \"^inotify.*(${{pat%|}})\" /proc/[0-9]*/fdinfo/*; "
+            f"find /proc/[0-9]*/fd -maxdepth 1 \\( {links} \\); }} 2>/dev/null | cut -d/ -f3 | sort -u | "
+            f"while read -r pid; do e=$(tr '\\0' '\\n' < /proc/$pid/environ) || continue; "
+            f"printf '%s\\n' \"$e\" | grep -qxF \"{EXEC_MARK}=${EXEC_MARK}\" || "
+            f"echo \"{mark} watcher {when} $pid $(cat /proc/$pid/comm)\"; done; }} 2>/dev/null")
+
+
+def watchers(stdout: str, mark: str) -> list[str]:
+    """The processes `echo_watchers` named, as evidence lines."""
+    prefix = f"{mark} watcher "
+    return [f"process {pid} ({name or '?'}) outside the verifier held or watched its folders {when} test.sh ran"
+            for line in stdout.splitlines() if line.startswith(prefix)
+            for when, pid, name in [(line[len(prefix):].split(" ", 2) + ["", ""])[:3]]]

@@ -15,7 +15,7 @@ from agentcompass.core.errors import VerifierError
 from agentcompass.core.results import read_if_present
 from agentcompass.core.task import AgentOutcome, Grade, Task
 from agentcompass.formats.integrity import clear_verifier_inputs, tampering_note
-from agentcompass.formats.verifier_guard import check_changes
+from agentcompass.formats.verifier_guard import check_changes, echo_watchers, watchers
 
 if TYPE_CHECKING:
     from agentcompass.core.sandbox import Sandbox
@@ -26,6 +26,7 @@ REWARD_NAMES = ("reward.txt", "reward.json")
 REWARD_FILES = tuple(f"{VERIFIER_DIR}/{name}" for name in REWARD_NAMES)
 REWARD_BYTES = 1 << 20  # read back in the verifier's command; a larger one (never seen) is read as downloaded
 TESTS_DIR = "/tests"
+GUARDED = (VERIFIER_DIR, TESTS_DIR)  # no process but the verifier's holds or watches them while it runs
 
 
 def run_tests(task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade:
@@ -53,7 +54,8 @@ def run_tests(task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: Ag
     clear = f"rm -rf {VERIFIER_DIR}/* && " if where else ""  # a step's grade is not the step before's
     mark = uuid.uuid4().hex
     result = sandbox.exec(
-        f"{clear}{echo_early_rewards(mark)}; bash {TESTS_DIR}/test.sh; code=$?; {echo_rewards(mark)}; exit $code",
+        f"{clear}{echo_early_rewards(mark)}; {echo_watchers(mark, 'before', GUARDED)}; bash {TESTS_DIR}/test.sh; "
+        f"code=$?; {echo_rewards(mark)}; {echo_watchers(mark, 'after', GUARDED)}; exit $code",
         env=task.data["verifier_env"], timeout=task.verify_timeout_s, user=verifier_user,
     )
     stdout, read_back = split_rewards(result.stdout, mark)
@@ -61,6 +63,8 @@ def run_tests(task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: Ag
     for name in early:  # cleared a moment before: only a process the agent left running could have written it
         trial.mark_tampered(f"{VERIFIER_DIR}/{name} was written again between its clearing and test.sh's start: a "
                             f"process outside the verifier writes the reward")
+    for evidence in watchers(result.stdout, mark):
+        trial.mark_tampered(evidence)
     output = stdout + result.stderr
     trial.log(f"{where}verifier.log", output)
     if result.timed_out:
@@ -96,12 +100,12 @@ def echo_early_rewards(mark: str) -> str:
 
 
 def split_early(stdout: str, mark: str) -> tuple[str, list[str]]:
-    """(the output without the early lines, the reward files they name)."""
-    prefix = f"{mark} early "
+    """(the output without the lines printed before test.sh ran, the reward files the early ones name)."""
     names: list[str] = []
-    while stdout.startswith(prefix):
+    while stdout.startswith(f"{mark} "):
         line, _, stdout = stdout.partition("\n")
-        names.append(line[len(prefix):])
+        if line.startswith(f"{mark} early "):
+            names.append(line[len(f"{mark} early "):])
     return stdout, [n for n in names if n in REWARD_NAMES]
 
 
@@ -109,7 +113,7 @@ def split_rewards(stdout: str, mark: str) -> tuple[str, dict[str, bytes] | None]
     """(test.sh's own output, the reward files it left by name); None when they were not all read back (the
     output was cut at the exec's cap, or the image has no base64): the downloaded files are then the verdict."""
     head, sep, tail = stdout.partition(f"\n{mark} ")
-    if not sep or not f"{mark} {tail}".rstrip().endswith(f"{mark} end"):
+    if not sep or f"\n{mark} end\n" not in f"\n{mark} {tail}":
         return stdout, None
     read: dict[str, bytes] = {}
     for line in f"{mark} {tail}".splitlines():
