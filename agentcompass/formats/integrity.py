@@ -24,10 +24,13 @@ CLEAR_TIMEOUT_S = 120
 
 
 def clear_verifier_inputs(sandbox: "Sandbox", *, dirs: tuple[str, ...] = (), files: tuple[str, ...] = (),
-                          make: tuple[str, ...] = ()) -> list[str]:
+                          make: tuple[str, ...] = (), keep: dict[str, str] | None = None) -> list[str]:
     """Empty `dirs` and remove `files`, then make the `make` dirs; returns the paths of `dirs` and `files`
     that were there (a dir counts when it holds anything). One command, as root. A dir is emptied, not
-    removed: a shell started before (the local provider's bubblewrap binds it) still sees the new one."""
+    removed: a shell started before (the local provider's bubblewrap binds it) still sees the new one.
+    `keep` {dir: user} gives each dir to the user who runs the verifier, writable by that user only, until
+    the agent's next phase (its parent, /logs or /, is root's and not writable by others: no other user's
+    process can swap the dir either)."""
     host_path = getattr(sandbox, "host_path", None)
     if callable(host_path):  # the local provider: its sandbox paths are host paths under its workspace
         return clear_on_host(host_path, dirs, files, make)
@@ -40,6 +43,14 @@ def clear_verifier_inputs(sandbox: "Sandbox", *, dirs: tuple[str, ...] = (), fil
     removal += [f"rm -rf -- {quoted[f]}" for f in files]
     if make:
         removal.append("mkdir -p -- " + " ".join(quoted[p] for p in make))
+    # The dirs are given to the verifier's user first: no other user's process can then put anything back.
+    keeping = []
+    for path, user in (keep or {}).items():
+        q = shlex.quote(path)
+        # (the verifier must always be able to write: where its user cannot be given the dir, it stays open)
+        keeping.append(f"{{ {{ [ ! -L {q} ] || rm -f -- {q}; }} && mkdir -p -- {q} && "
+                       f"{{ chown -- {shlex.quote(user)} {q} && chmod 755 {q}; }} 2>/dev/null || chmod 777 {q}; }}")
+    removal = keeping + removal
     script = "; ".join(steps) + (" && " + " && ".join(removal) if removal else "")
     result = sandbox.exec(script, user="root", timeout=CLEAR_TIMEOUT_S)
     if not result.ok:

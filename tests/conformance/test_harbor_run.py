@@ -3,8 +3,9 @@ Harbor tasks vs `agentcompass run <recipe> oracle|nop none --env docker` on the 
 reward per task, an exception on Harbor's side being an error on ours.
 
 The tasks are those of tests/harbor_factory.py's schema fixtures (a verifier and agent user, a separate verifier,
-a compose sidecar with its artifacts, skills, a healthcheck, multi-step with and without its min_reward met) and
-the Terminal-Bench 2 fixture. `network-policy` is left out: Harbor's docker environment refuses it outright (a
+a compose sidecar with its artifacts, skills, a healthcheck, multi-step with and without its min_reward met), the
+Terminal-Bench 2 fixture, and the honest controls of verdict integrity (a server left running for the tests, a
+package installed as pip lays it out, a non-root agent, /logs as Harbor's verifier-mode-matrix checks it). `network-policy` is left out: Harbor's docker environment refuses it outright (a
 `no-network` agent phase under a `public` verifier: "this environment cannot change network policy after
 start"), so there is no official reward to compare. The two separate-verifier tasks run as they are (their test
 images have no WORKDIR) and with `WORKDIR /app` added, the one Harbor can run.
@@ -23,7 +24,7 @@ import pytest
 
 from conformance.conftest import anchor_python, check_divergences
 from conftest import DATA, run_cli
-from harbor_factory import make_multi_step, make_recipe, schema_fixtures
+from harbor_factory import HONEST_CONTROLS, honest_controls, make_multi_step, make_recipe, schema_fixtures
 
 ANCHOR = "harbor 0.26.0"
 SEPARATE_VERIFIERS = ("separate-verifier", "sidecar-artifacts")
@@ -43,7 +44,8 @@ def build_dataset(root: Path, base_image: str) -> list[str]:
         ids.append(fixed.name)
     make_multi_step(root, "hello-multi-step-stops", f"FROM {base_image}\nWORKDIR /app\n", first_min_reward=2.0)
     shutil.copytree(DATA / "terminal_bench_2" / "sum-numbers", root / "sum-numbers")
-    return [*ids, "hello-multi-step-stops", "sum-numbers"]
+    controls = honest_controls(root, base_image)  # verdict integrity must not change an honest verdict
+    return [*ids, "hello-multi-step-stops", "sum-numbers", *controls]
 
 
 def official_run(python: Path, dataset: Path, agent: str, jobs: Path, env: dict[str, str]) -> dict[str, dict]:
@@ -103,6 +105,7 @@ def test_harbor_run_gives_our_rewards(base_image, compose_v2_env, tmp_path, tall
     # The official rewards the tasks were written for: Harbor really ran them.
     assert official_rewards[("oracle", "sum-numbers")] == 1.0 and official_rewards[("nop", "sum-numbers")] == 0.0
     assert official_rewards[("oracle", "separate-verifier-with-workdir")] == 1.0
+    assert all(official_rewards[("oracle", task)] == 1.0 for task in HONEST_CONTROLS), official_rewards
     tally.record(ANCHOR, "oracle/nop rewards (harbor run on docker)", same, total)
     check_divergences(found, allowed)
 

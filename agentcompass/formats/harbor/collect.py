@@ -60,6 +60,12 @@ def collect_all(task: "Task", sandbox: "Sandbox", trial: "TrialContext") -> dict
             # so the attempt is failed with it as evidence, not retried as an infra error nor left out of the rate.
             for evidence in refused or []:
                 trial.mark_tampered(evidence if service == MAIN else f"{service}:{evidence}")
+            if path == ARTIFACTS_DIR and local.is_dir() and not any(local.iterdir()):
+                for empty in (local, local.parent, local.parent.parent):  # the empty /logs/artifacts every agent has
+                    if empty == trial.dir or any(empty.iterdir()):
+                        break
+                    empty.rmdir()
+                continue
             if exclude:
                 drop_excluded(local, exclude)
     return {"hooks": ran, "missing": missing} if ran or missing else {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentcompass.core.errors import TrialError, UserError, VerifierError
 from agentcompass.core.schema import Recipe
@@ -36,8 +36,14 @@ if TYPE_CHECKING:
     from agentcompass.core.context import TrialContext
 
 
+class HarborParams(SelectionParams):
+    # "task": each task's own [verifier] environment_mode (Harbor's default); "separate": every task that allows
+    # it is graded in a fresh sandbox that gets only /logs/artifacts and the declared artifacts (docs/security.md).
+    verifier_mode: Literal["task", "separate"] = "task"
+
+
 class HarborFormat:
-    Params = SelectionParams
+    Params = HarborParams
     error_table = "harbor"  # after an error, Harbor's own columns decide (core/errors.py): retried, graded, counted
 
     def __init__(self, recipe: Recipe) -> None:
@@ -84,8 +90,10 @@ class HarborFormat:
         if not task.data["steps"]:
             return harness.run(task, as_user(sandbox, task.agent_user), model, trial, self)
         outcome, grades, invalid = AgentOutcome(), [], None
-        for step in task.data["steps"]:
+        for number, step in enumerate(task.data["steps"]):
             step_task = self.step_task(task, step)
+            if number:  # the step before's verifier kept /logs/verifier to itself while it ran (rewards.py)
+                open_logs(task, sandbox)
             await_healthy(step["healthcheck"], sandbox, trial)
             enter_phase(task, sandbox, "agent")
             failed: TrialError | None = None

@@ -4,7 +4,12 @@ sandbox on a phase's network, and run commands as the task's [agent] user."""
 
 from __future__ import annotations
 
+import atexit
+import functools
+import shutil
+import tempfile
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentcompass.core.errors import InfraError
@@ -51,12 +56,24 @@ class RunAs:
 
 
 def open_logs(task: Task, sandbox: "Sandbox") -> None:
-    """Tasks with their own users write /logs too: the dirs are made by root and writable by all, as in Harbor."""
-    if task.users:
-        dirs = f"/logs/agent {VERIFIER_DIR} {ARTIFACTS_DIR}"
-        result = sandbox.exec(f"mkdir -p {dirs} && chmod 777 {dirs}", user="root", timeout=60)
-        if not result.ok:
-            raise InfraError(f"cannot make /logs writable for the task's users: {result.stderr.strip()[-200:]}")
+    """/logs as Harbor lays it out for the agent, in both verifier modes: /logs/agent, /logs/verifier and
+    /logs/artifacts present and writable by every user (Harbor bind-mounts the trial's folders there, made
+    777). One upload, not an exec. What the verifier reads is guarded when it runs (rewards.py), not by
+    hiding these folders."""
+    sandbox.upload(logs_skeleton(), "/logs")
+
+
+@functools.cache
+def logs_skeleton() -> Path:
+    """A local /logs with the three folders Harbor mounts, mode 777 (made once per process)."""
+    made = tempfile.mkdtemp(prefix="agentcompass-logs-")
+    atexit.register(shutil.rmtree, made, True)
+    root = Path(made) / "logs"
+    for name in ("agent", "verifier", "artifacts"):
+        (root / name).mkdir(parents=True)
+        (root / name).chmod(0o777)
+    root.chmod(0o755)
+    return root
 
 
 def enter_phase(task: Task, sandbox: "Sandbox", phase: str) -> None:

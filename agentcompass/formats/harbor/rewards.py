@@ -4,8 +4,10 @@ reward.txt; finite numbers only), and a multi-step task's grade combined from it
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,14 +17,18 @@ from agentcompass.core.results import read_if_present
 from agentcompass.core.safe_files import download_checked
 from agentcompass.core.task import AgentOutcome, Grade, Task
 from agentcompass.formats.integrity import clear_verifier_inputs, tampering_note
+from agentcompass.formats.verifier_guard import check_changes, echo_watchers, watchers
 
 if TYPE_CHECKING:
     from agentcompass.core.sandbox import Sandbox
     from agentcompass.core.context import TrialContext
 
 VERIFIER_DIR = "/logs/verifier"
-REWARD_FILES = (f"{VERIFIER_DIR}/reward.txt", f"{VERIFIER_DIR}/reward.json")
+REWARD_NAMES = ("reward.txt", "reward.json")
+REWARD_FILES = tuple(f"{VERIFIER_DIR}/{name}" for name in REWARD_NAMES)
+REWARD_BYTES = 1 << 20  # read back in the verifier's command; a larger one (never seen) is read as downloaded
 TESTS_DIR = "/tests"
+GUARDED = (VERIFIER_DIR, TESTS_DIR)  # no process but the verifier's holds or watches them while it runs
 
 
 def run_tests(task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade:
@@ -34,38 +40,98 @@ def run_tests(task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: Ag
     bundled = mode == "separate" and task.data["verifier"]["bundled_tests"]
     upload = not bundled or not getattr(sandbox, "has_task_image", False)
     where = f"steps/{task.data['step']}/" if task.data.get("step") else ""
-    # Nothing the agent left is read as a verdict: the reward files go and /tests is uploaded afresh.
+    verifier_user = task.data["verifier_user"]
+    # Where the agent worked, what it planted for the verifier to run fails the attempt (verifier_guard.py).
+    changed = check_changes(sandbox, task.workdir, trial) if mode == "shared" else {}
+    # Nothing the agent left is read as a verdict: the reward files go and /tests is uploaded afresh; both
+    # folders then belong to the verifier's user alone while it runs.
     found = clear_verifier_inputs(sandbox, dirs=(TESTS_DIR,) if upload else (), files=REWARD_FILES,
-                                  make=(VERIFIER_DIR, "/logs/agent"))
+                                  make=(VERIFIER_DIR, "/logs/agent"),
+                                  keep={VERIFIER_DIR: verifier_user or "root", **({TESTS_DIR: "root"} if upload else {})})
     trial.flag_tampering(tampering_note(found, (TESTS_DIR,) if where and upload else ()))  # not an earlier step's tests
     if upload:
         for tests in task.data["tests"]:  # a step's tests over the task's
             if os.path.isdir(tests):
                 sandbox.upload(Path(tests), TESTS_DIR)
     clear = f"rm -rf {VERIFIER_DIR}/* && " if where else ""  # a step's grade is not the step before's
+    mark = uuid.uuid4().hex
     result = sandbox.exec(
-        f"{clear}bash {TESTS_DIR}/test.sh",
-        env=task.data["verifier_env"], timeout=task.verify_timeout_s, user=task.data["verifier_user"],
+        f"{clear}{echo_early_rewards(mark)}; {echo_watchers(mark, 'before', GUARDED)}; bash {TESTS_DIR}/test.sh; "
+        f"code=$?; {echo_rewards(mark)}; {echo_watchers(mark, 'after', GUARDED)}; exit $code",
+        env=task.data["verifier_env"], timeout=task.verify_timeout_s, user=verifier_user,
     )
-    output = result.stdout + result.stderr
+    stdout, read_back = split_rewards(result.stdout, mark)
+    stdout, early = split_early(stdout, mark)
+    for name in early:  # cleared a moment before: only a process the agent left running could have written it
+        trial.mark_tampered(f"{VERIFIER_DIR}/{name} was written again between its clearing and test.sh's start: a "
+                            f"process outside the verifier writes the reward")
+    for evidence in watchers(result.stdout, mark):
+        trial.mark_tampered(evidence)
+    output = stdout + result.stderr
     trial.log(f"{where}verifier.log", output)
     if result.timed_out:
         raise VerifierTimeoutError(f"verifier timed out after {task.verify_timeout_s:.0f}s")
-    rewards = read_rewards(sandbox, trial.dir.joinpath(where, "verifier"), result.exit_code,
-                           "see verifier.log" if output else "it printed nothing", trial)
+    local = trial.dir.joinpath(where, "verifier")
+    download_rewards(sandbox, local, trial)
+    if read_back is not None:  # the rewards as test.sh left them, read in its own command: they are the verdict
+        for name, text in rewritten(local, read_back).items():
+            trial.mark_tampered(f"{VERIFIER_DIR}/{name} changed after test.sh ended ({text}): a process outside "
+                                f"the verifier wrote it")
+        keep_read_back(local, read_back)
+    rewards = read_rewards(local, result.exit_code, "see verifier.log" if output else "it printed nothing")
     if where:  # the next step's check must not take this step's reward for the agent's
         sandbox.exec(f"rm -f -- {' '.join(REWARD_FILES)}", user="root", timeout=60)
     reward = rewards.get("reward", sum(rewards.values()) / len(rewards))
-    details = {"test_exit_code": result.exit_code, "environment_mode": mode}
+    details = {"test_exit_code": result.exit_code, "environment_mode": mode, **changed}
     if outcome.collected:
         details["collected"] = outcome.collected
     return Grade(passed=reward >= 1.0, reward=reward, rewards=rewards, details=details)
 
 
-def read_rewards(sandbox: "Sandbox", local: Path, exit_code: int, hint: str = "see verifier.log",
-                 trial: "TrialContext | None" = None) -> dict[str, float]:
-    """The verifier's rewards, downloaded to `local`: reward.json's named ones, else reward.txt's one. A link in
-    the verifier's folder is never followed; with the trial at hand it is recorded as tampering (the attempt fails)."""
+def echo_rewards(mark: str) -> str:
+    """Shell that prints each reward file after a line `mark NAME` (base64, one line): read in the verifier's own
+    command, so nothing that runs after it ends can be read as its verdict."""
+    return "; ".join(f'if [ -f {VERIFIER_DIR}/{name} ]; then printf "\\n{mark} {name} "; '
+                     f"head -c {REWARD_BYTES} {VERIFIER_DIR}/{name} | base64 | tr -d '\\n'; fi"
+                     for name in REWARD_NAMES) + f'; printf "\\n{mark} end\\n"'
+
+
+def echo_early_rewards(mark: str) -> str:
+    """Shell that prints a line `mark early NAME` for each reward file already there before test.sh starts."""
+    return "; ".join(f'{{ [ ! -e {VERIFIER_DIR}/{name} ] || echo "{mark} early {name}"; }}' for name in REWARD_NAMES)
+
+
+def split_early(stdout: str, mark: str) -> tuple[str, list[str]]:
+    """(the output without the lines printed before test.sh ran, the reward files the early ones name)."""
+    names: list[str] = []
+    while stdout.startswith(f"{mark} "):
+        line, _, stdout = stdout.partition("\n")
+        if line.startswith(f"{mark} early "):
+            names.append(line[len(f"{mark} early "):])
+    return stdout, [n for n in names if n in REWARD_NAMES]
+
+
+def split_rewards(stdout: str, mark: str) -> tuple[str, dict[str, bytes] | None]:
+    """(test.sh's own output, the reward files it left by name); None when they were not all read back (the
+    output was cut at the exec's cap, or the image has no base64): the downloaded files are then the verdict."""
+    head, sep, tail = stdout.partition(f"\n{mark} ")
+    if not sep or f"\n{mark} end\n" not in f"\n{mark} {tail}":
+        return stdout, None
+    read: dict[str, bytes] = {}
+    for line in f"{mark} {tail}".splitlines():
+        _, _, rest = line.partition(f"{mark} ")
+        name, _, data = rest.partition(" ")
+        if name in REWARD_NAMES:
+            try:
+                read[name] = base64.b64decode(data, validate=True)
+            except ValueError:
+                return head, None
+    return head, read
+
+
+def download_rewards(sandbox: "Sandbox", local: Path, trial: "TrialContext | None" = None) -> None:
+    """The verifier's folder, copied to `local`. A link in it is never followed; with the trial at hand it is
+    recorded as tampering (the attempt fails)."""
     try:
         if trial is not None:
             download_checked(sandbox, VERIFIER_DIR, local, trial)
@@ -73,6 +139,33 @@ def read_rewards(sandbox: "Sandbox", local: Path, exit_code: int, hint: str = "s
             sandbox.download(VERIFIER_DIR, local)
     except FileNotFoundError:
         pass
+
+
+def rewritten(local: Path, read_back: dict[str, bytes]) -> dict[str, str]:
+    """The reward files whose downloaded copy is not what test.sh left, with what changed."""
+    changed = {}
+    for name in REWARD_NAMES:
+        path = local / name
+        now = path.read_bytes() if path.is_file() else None
+        before = read_back.get(name)
+        if now != before and not (before is not None and len(before) >= REWARD_BYTES):
+            changed[name] = "made" if before is None else "removed" if now is None else "rewritten"
+    return changed
+
+
+def keep_read_back(local: Path, read_back: dict[str, bytes]) -> None:
+    """The attempt's copies of the reward files become what test.sh left."""
+    for name in REWARD_NAMES:
+        path = local / name
+        if name in read_back and len(read_back[name]) < REWARD_BYTES:
+            local.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(read_back[name])
+        elif name not in read_back and path.is_file():
+            path.unlink()
+
+
+def read_rewards(local: Path, exit_code: int, hint: str = "see verifier.log") -> dict[str, float]:
+    """The verifier's rewards from its files in `local`: reward.json's named ones, else reward.txt's one."""
     try:
         return parse_rewards(local, exit_code, hint)
     except VerifierError as exc:

@@ -202,7 +202,7 @@ def load_task(recipe: Recipe, task_dir: Path | str, config: TaskConfig | None = 
         raise UserError(f"task '{task_id}' asks for [environment.tpu] ({environment.tpu.type}, "
                         f"{environment.tpu.topology}), which no provider here can attach; leave the task out")
     rendered = render_instruction(recipe, instruction=instruction, task_id=task_id)
-    mode = environment_mode(task_dir, config)
+    mode = environment_mode(task_dir, config, recipe.params.get("verifier_mode"))
     if steps and mode == "separate":
         raise UserError(f"{task_dir}/task.toml: multi-step tasks with a separate verifier are not supported yet; "
                         f"use environment_mode = \"shared\" or leave the task out")

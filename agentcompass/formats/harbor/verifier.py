@@ -15,12 +15,16 @@ from agentcompass.core.errors import UserError
 from agentcompass.formats.harbor.schema import Environment, TaskConfig
 
 
-def environment_mode(task_dir: str, config: TaskConfig) -> str:
-    """[verifier] environment_mode; "separate" implied by a [verifier.environment] table."""
+def environment_mode(task_dir: str, config: TaskConfig, forced: str | None = None) -> str:
+    """[verifier] environment_mode; "separate" implied by a [verifier.environment] table. The benchmark param
+    verifier_mode = "separate" (`forced`) grades every task that allows it as Harbor's separate mode does:
+    a single-step task (multi-step ones are graded shared, as separate steps are not supported yet)."""
     verifier = config.verifier
     mode = verifier.environment_mode or ("separate" if verifier.environment is not None else "shared")
     if mode == "shared" and verifier.environment is not None:
         raise UserError(f"{task_dir}/task.toml: [verifier.environment] needs environment_mode = \"separate\"")
+    if forced == "separate" and not config.steps:
+        return "separate"
     return mode
 
 

@@ -22,6 +22,7 @@ from agentcompass.core.errors import UserError, VerifierError
 from agentcompass.core.safe_files import download_checked
 from agentcompass.formats.base import SelectionParams, render_instruction, run_solution, select_tasks
 from agentcompass.formats.integrity import clear_verifier_inputs
+from agentcompass.formats.verifier_guard import check_changes
 from agentcompass.formats.sources import dataset_root
 from agentcompass.formats.terminal_bench.compose import CLIENT, COMPOSE_FILES, TEST_DIR, read_services, read_yaml
 from agentcompass.formats.terminal_bench.parsers import PARSERS, ParseError, parse_test_output, resolved
@@ -250,8 +251,10 @@ class TerminalBenchFormat:
             return failed(f"task '{task.id}' has no run-tests.sh", "no_run_tests")
         # The tests are copied in after the agent, as the official harness does; whatever the agent put in
         # /tests (a conftest.py, a run-tests.sh of its own) goes first, and its log file with it.
+        # The tests run where the agent worked: what it planted for them to run fails the attempt (verifier_guard.py).
+        changed = check_changes(sandbox, task.workdir, trial)
         trial.flag_tampering(clear_verifier_inputs(sandbox, dirs=(TEST_DIR,), files=(TEST_LOG, f"{TEST_LOG}.tail"),
-                                                   make=(TEST_DIR,)))
+                                                   make=(TEST_DIR,), keep={TEST_DIR: "root"}))
         if (task_dir / "tests").is_dir():
             sandbox.upload(task_dir / "tests", TEST_DIR)
         sandbox.upload(run_tests, f"{TEST_DIR}/run-tests.sh")
@@ -269,7 +272,9 @@ class TerminalBenchFormat:
             tests = parse_test_output(task.data.get("parser", "pytest"), output)
         except ParseError as exc:
             return failed(f"{exc}; see verifier.log", "parse_error", test_exit_code=exit_code)
-        return grade_tests(tests, exit_code)
+        grade = grade_tests(tests, exit_code)
+        grade.details.update(changed)
+        return grade
 
     def _test_in_tmux(self, task: Task, sandbox: "Sandbox", same_shell: bool) -> tuple[str, bool]:
         """run-tests.sh typed into a root tmux session (the agent's own with same_shell): (pane, timed out)."""

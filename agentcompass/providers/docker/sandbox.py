@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentcompass.core.errors import InfraError
 from agentcompass.core.sandbox import ExecResult, SandboxSpec, cap_output
+from agentcompass.providers.docker.changes import overlay_changes, storage_dirs
 from agentcompass.providers.docker.compose import remove_services, volume_names
 from agentcompass.providers.docker.egress import Egress
 from agentcompass.providers.docker.settings import DockerSettings
@@ -136,6 +137,23 @@ class DockerSandbox(RemoteSandbox):
         state = self.api.inspect_container(self.id)["State"]
         counters = self.exec(OOM_KILLS, timeout=30).stdout.split()
         return {"oom_killed": bool(state.get("OOMKilled")), "oom_kills": sum(int(n) for n in counters if n.isdigit())}
+
+    def changes(self) -> list[tuple[str, str]]:
+        """What was added ("A"), changed ("C") or deleted ("D") in the container since its image, read on the host
+        (changes.py): the container's own storage where this process can read it, else the engine's
+        container-changes API (`docker diff`). A process in the container cannot hide a change from either:
+        writing a file of the image copies it up into the container's own layer."""
+        import docker
+
+        try:
+            dirs = storage_dirs(self.api.inspect_container(self.id))
+            if dirs is not None:
+                return overlay_changes(*dirs)
+            listed = self.api.diff(self.id) or []
+        except docker.errors.APIError as exc:
+            raise self._failure(f"cannot list the changes in {self.spec.name}", exc) from exc
+        kinds = {0: "C", 1: "A", 2: "D"}
+        return [(kinds.get(entry.get("Kind"), "C"), entry["Path"]) for entry in listed]
 
     # -- files ---------------------------------------------------------------------------
     def upload(self, local: Path, remote: str) -> None:
