@@ -1,0 +1,55 @@
+"""The module paths the package split moved (`agentcompass.sandbox` is now `agentcompass.core.sandbox`), kept
+importing for one more release: an extension written against an old path still loads, gets the very module
+it meant (the same objects, not copies, so `isinstance` and `except` agree), and is told once where to import
+from instead (`agentcompass.api`, docs/extending.md).
+
+An import hook rather than a file per old module: the tree stays what docs/architecture.md draws
+(tests/test_architecture.py), and an old name costs nothing until something imports it."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import Any
+
+REMOVED_IN = "0.3"  # the release that drops these paths (docs/extending.md, "Deprecation policy")
+
+# Every top-level module the split moved into the core, old name -> new name (git log 7aaf60d).
+MOVED: dict[str, str] = {f"agentcompass.{name}": f"agentcompass.core.{name}" for name in (
+    "calls", "catalog", "checks", "config", "cores", "durable", "errors", "fingerprint", "launch", "logs",
+    "models", "overrides", "pacing", "pool", "progress", "provenance", "readiness", "registry", "results",
+    "runlock", "runner", "sandbox", "scheduler", "schema", "scoring", "shards", "task", "trial")}
+
+# DeprecationWarning is hidden by default outside __main__, and an extension is imported by the CLI: this one
+# message is shown (once per importing line) so a user running `agentcompass run` learns of it in time.
+MESSAGE = r"agentcompass\.\w+ is deprecated"
+
+
+class MovedModules:
+    """A meta-path finder and loader that answers an old name with the module now at its new one."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        return ModuleSpec(fullname, self) if fullname in MOVED else None
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType:
+        new = MOVED[spec.name]
+        # stacklevel 2 skips this frame; the import machinery's own frames are skipped by warnings itself,
+        # so the warning names the extension's import line.
+        warnings.warn(f"{spec.name} is deprecated: it moved to {new}; import the extension contract from "
+                      f"agentcompass.api instead (docs/extending.md). The old path goes in agentcompass "
+                      f"{REMOVED_IN}.", DeprecationWarning, stacklevel=2)
+        # The module itself: the machinery keeps its name, spec and loader, as they are already set.
+        return importlib.import_module(new)
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Already executed under its new name."""
+
+
+def install() -> None:
+    if not any(isinstance(finder, MovedModules) for finder in sys.meta_path):
+        sys.meta_path.append(MovedModules())  # last: a real module of that name, if ever, wins
+        if not sys.warnoptions:  # `python -W ...` (e.g. -W error) is the user's choice and stands
+            warnings.filterwarnings("default", message=MESSAGE, category=DeprecationWarning)
