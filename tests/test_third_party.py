@@ -85,3 +85,14 @@ def test_a_provider_written_against_the_old_path_still_runs_and_says_so(cli, tmp
                              rf"it moved to agentcompass\.core\.{old}; import the extension contract from "
                              r"agentcompass\.api", result.stderr)
         assert len(warning) == 1, result.stderr
+
+
+def test_the_docs_show_this_very_code():
+    """docs/extending.md shows each file of the example as it is here, so the page's code is code that runs."""
+    page = (THIRD_PARTY.parent.parent.parent / "docs" / "extending.md").read_text()
+    shown = dict(re.findall(r"^`([\w/.]+\.(?:py|yaml))`:\n\n```\w+\n(.*?)^```$", page, flags=re.M | re.S))
+    files = {**{str(p.relative_to(PLUGINS)): p for p in PLUGINS.rglob("*.py") if p.name != "__init__.py"},
+             **{str(p.relative_to(CONFIG)): p for p in CONFIG.rglob("*.yaml")}}
+    assert sorted(shown) == sorted(files)
+    for name, path in files.items():
+        assert shown[name] == path.read_text(), name
