@@ -99,3 +99,13 @@ def test_an_old_provider_module_from_last_month_still_loads_by_its_dotted_path(t
     assert result.stdout.strip() == "True"
     assert "old_style_env.py:1: DeprecationWarning: agentcompass.sandbox is deprecated" in result.stderr
     assert "old_style_env.py:2: DeprecationWarning: agentcompass.errors is deprecated" in result.stderr
+
+
+def test_an_old_impl_path_in_a_yaml_loads_the_class_it_named():
+    """Before the split, `impl: agentcompass.providers.gcp_eval:GcpBatchProvider` named the batch provider."""
+    from agentcompass.core.registry import load
+
+    sys.modules.pop("agentcompass.providers.gcp_eval", None)
+    with pytest.warns(DeprecationWarning, match="agentcompass.providers.gcp_eval is deprecated"):
+        old = load("provider", "agentcompass.providers.gcp_eval:GcpBatchProvider")
+    assert old is load("provider", "gcp_batch")

@@ -17,15 +17,34 @@ from typing import Any
 
 REMOVED_IN = "0.3"  # the release that drops these paths (docs/extending.md, "Deprecation policy")
 
-# Every top-level module the split moved into the core, old name -> new name (git log 7aaf60d).
+# Every module the package split moved (git show 7aaf60d), old name -> new name: the top-level ones into the core,
 MOVED: dict[str, str] = {f"agentcompass.{name}": f"agentcompass.core.{name}" for name in (
     "calls", "catalog", "checks", "config", "cores", "durable", "errors", "fingerprint", "launch", "logs",
     "models", "overrides", "pacing", "pool", "progress", "provenance", "readiness", "registry", "results",
     "runlock", "runner", "sandbox", "scheduler", "schema", "scoring", "shards", "task", "trial")}
+# ... and the flat modules that became a package's parts. Names only: nothing here imports them until asked.
+# (An old module whose name is now a package, agentcompass.providers.docker, is that package's face.)
+SPLIT = {
+    "": {"cli": "commands.cli", "gateway_app": "gateway.app", "gateway_check": "gateway.check",
+         "live_viewers": "view.live"},
+    "formats.": {"cooperbench_coop": "cooperbench.coop", "cooperbench_grade": "cooperbench.grade",
+                 **{f"harbor_{part}": f"harbor.{part}" for part in ("collect", "dataset", "fields", "schema",
+                                                                    "verifier")},
+                 **{f"swebench_{part}": f"swebench.{part}" for part in ("batch", "classic", "data", "report")},
+                 **{f"terminal_bench_{part}": f"terminal_bench.{part}" for part in ("compose", "parsers", "shell",
+                                                                                    "tmux")}},
+    "providers.": {"docker_build": "docker.build", "docker_compose": "docker.compose", "docker_egress": "docker.egress",
+                   "dockerfile_heredocs": "docker.heredocs", "gcs": "gcp.storage", "ssh": "gcp.ssh",
+                   **{f"gcp_{part}": f"gcp.{part}" for part in ("api", "batch", "eval", "oslogin", "setup", "sizing",
+                                                                "vm")},
+                   "local_procs": "local.procs", "modal_setup": "modal.setup"},
+}
+MOVED.update({f"agentcompass.{group}{old}": f"agentcompass.{group}{new}"
+              for group, names in SPLIT.items() for old, new in names.items()})
 
 # DeprecationWarning is hidden by default outside __main__, and an extension is imported by the CLI: this one
 # message is shown (once per importing line) so a user running `agentcompass run` learns of it in time.
-MESSAGE = r"agentcompass\.\w+ is deprecated"
+MESSAGE = r"agentcompass\.[\w.]+ is deprecated"
 
 
 class MovedModules:
