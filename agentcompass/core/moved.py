@@ -9,6 +9,7 @@ An import hook rather than a file per old module: the tree stays what docs/archi
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import warnings
 from importlib.machinery import ModuleSpec
@@ -47,6 +48,12 @@ MOVED.update({f"agentcompass.{group}{old}": f"agentcompass.{group}{new}"
 MESSAGE = r"agentcompass\.[\w.]+ is deprecated"
 
 
+def warn(old: str, stacklevel: int) -> None:
+    warnings.warn(f"{old} is deprecated: it moved to {MOVED[old]}; import the extension contract from "
+                  f"agentcompass.api instead (docs/extending.md). The old path goes in agentcompass {REMOVED_IN}.",
+                  DeprecationWarning, stacklevel=stacklevel)
+
+
 class MovedModules:
     """A meta-path finder and loader that answers an old name with the module now at its new one."""
 
@@ -54,14 +61,17 @@ class MovedModules:
         return ModuleSpec(fullname, self) if fullname in MOVED else None
 
     def create_module(self, spec: ModuleSpec) -> ModuleType:
-        new = MOVED[spec.name]
-        # stacklevel 2 skips this frame; the import machinery's own frames are skipped by warnings itself,
+        # stacklevel 3 skips warn() and this frame; warnings skips the import machinery's own frames itself,
         # so the warning names the extension's import line.
-        warnings.warn(f"{spec.name} is deprecated: it moved to {new}; import the extension contract from "
-                      f"agentcompass.api instead (docs/extending.md). The old path goes in agentcompass "
-                      f"{REMOVED_IN}.", DeprecationWarning, stacklevel=2)
+        warn(spec.name, stacklevel=3)
         # The module itself: the machinery keeps its name, spec and loader, as they are already set.
-        return importlib.import_module(new)
+        return importlib.import_module(MOVED[spec.name])
+
+    def get_code(self, fullname: str) -> Any:
+        """`python -m` an old path (`python -m agentcompass.cli`): the new module's code, run as __main__."""
+        warn(fullname, stacklevel=3)
+        spec = importlib.util.find_spec(MOVED[fullname])
+        return spec.loader.get_code(spec.name) if spec and hasattr(spec.loader, "get_code") else None
 
     def exec_module(self, module: ModuleType) -> None:
         """Already executed under its new name."""
