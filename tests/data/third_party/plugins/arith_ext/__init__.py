@@ -1,0 +1,1 @@
+"""A third-party extension of agentcompass, written as a user would: it imports only agentcompass.api."""
