@@ -16,8 +16,13 @@ from agentcompass.core.faces import lazy_attributes
 if TYPE_CHECKING:
     from agentcompass.core.context import TrialContext
     from agentcompass.core.contracts import Harness, TaskFormat
-    from agentcompass.core.errors import (AgentError, BackPressure, BuildFailed, FatalInfraError, InfraError,
-                                          SandboxLost, TaskRefused, TrialError, UserError, VerifierError)
+    from agentcompass.core.errors import (AgentAuthenticationError, AgentError, AgentSafetyRefusalError,
+                                          AgentTimeoutError, ApiInternalServerError, ApiRateLimitError, BackPressure,
+                                          BadRequestError, BuildFailed, ContextWindowExceededError, FatalInfraError,
+                                          InfraError, ModelNotFoundError, NonZeroAgentExitCodeError,
+                                          OutputLengthExceededError, RewardFileEmptyError, RewardFileNotFoundError,
+                                          SandboxLost, TaskRefused, TrialError, UserError, VerifierError,
+                                          VerifierOutputParseError, VerifierTimeoutError)
     from agentcompass.core.sandbox import ExecResult, Provider, Sandbox, SandboxSpec
     from agentcompass.core.schema import ModelConfig, Recipe, Strict
     from agentcompass.core.task import AgentOutcome, Grade, Task, Usage
@@ -46,6 +51,22 @@ PUBLIC = {
     "UserError": _ERRORS, "TrialError": _ERRORS, "InfraError": _ERRORS, "AgentError": _ERRORS,
     "VerifierError": _ERRORS, "SandboxLost": _ERRORS, "BackPressure": _ERRORS, "BuildFailed": _ERRORS,
     "TaskRefused": _ERRORS, "FatalInfraError": _ERRORS,
+    # Harbor's error classes (docs/scoring.md): a harness that raises the one for what it saw gets Harbor's
+    # retry, grading and counting for it
+    "AgentTimeoutError": _ERRORS,
+    "NonZeroAgentExitCodeError": _ERRORS,
+    "ContextWindowExceededError": _ERRORS,
+    "OutputLengthExceededError": _ERRORS,
+    "AgentSafetyRefusalError": _ERRORS,
+    "BadRequestError": _ERRORS,
+    "AgentAuthenticationError": _ERRORS,
+    "ModelNotFoundError": _ERRORS,
+    "ApiRateLimitError": _ERRORS,
+    "ApiInternalServerError": _ERRORS,
+    "VerifierTimeoutError": _ERRORS,
+    "RewardFileNotFoundError": _ERRORS,
+    "RewardFileEmptyError": _ERRORS,
+    "VerifierOutputParseError": _ERRORS,
 }
 __all__ = sorted(PUBLIC)
 

@@ -28,6 +28,20 @@ PINNED = {
     "UserError": errors, "TrialError": errors, "InfraError": errors, "AgentError": errors, "VerifierError": errors,
     "SandboxLost": errors, "BackPressure": errors, "BuildFailed": errors, "TaskRefused": errors,
     "FatalInfraError": errors,
+    "AgentTimeoutError": errors,
+    "NonZeroAgentExitCodeError": errors,
+    "ContextWindowExceededError": errors,
+    "OutputLengthExceededError": errors,
+    "AgentSafetyRefusalError": errors,
+    "BadRequestError": errors,
+    "AgentAuthenticationError": errors,
+    "ModelNotFoundError": errors,
+    "ApiRateLimitError": errors,
+    "ApiInternalServerError": errors,
+    "VerifierTimeoutError": errors,
+    "RewardFileNotFoundError": errors,
+    "RewardFileEmptyError": errors,
+    "VerifierOutputParseError": errors,
 }
 
 
