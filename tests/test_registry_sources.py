@@ -163,3 +163,46 @@ def test_a_task_path_that_leaves_its_repository_is_refused(world: World, tmp_pat
     world.registry.write_text(json.dumps(rows))
     with pytest.raises(UserError, match="leaves its repository"):
         dataset_root(recipe("other", "2.0"))
+
+
+def test_a_recorded_pinned_block_reproduces_the_tasks_without_the_registry(world: World):
+    first = recipe("hello", "head")
+    dataset_root(first)
+    world.registry.unlink()
+    for cached in (Path(world.registry.parent) / "cache" / "registries").iterdir():
+        cached.unlink()  # neither the registry nor its cached copy nor the pins: only what run.json recorded
+    again = Recipe(name="r", format="harbor", source={"registry": "harbor", "dataset": "hello",
+                                                      "pinned": first.source["pinned"]})
+    assert sorted(p.name for p in dataset_root(again).iterdir()) == ["t000", "t001"]
+
+
+def test_a_users_recipe_can_take_a_subset_of_a_registry_dataset(world: World, cli, tmp_path: Path):
+    recipes = tmp_path / "mine" / "recipes"
+    recipes.mkdir(parents=True)
+    (recipes / "hello_one.yaml").write_text('name: hello_one\nformat: harbor\n'
+                                            'source: {registry: harbor, dataset: hello, version: "1.0"}\n'
+                                            'params: {sample_ids: [t001]}\n')
+    done = cli("list", "tasks", "hello_one", "--config-dir", str(tmp_path / "mine"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["t001"]
+
+
+def test_a_registry_served_over_http_is_read_and_then_its_cached_copy(world: World, capsys: pytest.CaptureFixture[str],
+                                                                      monkeypatch: pytest.MonkeyPatch):
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(world.registry.parent))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AGENTCOMPASS_HARBOR_REGISTRY", f"http://127.0.0.1:{server.server_port}/registry.json")
+    try:
+        assert sorted(p.name for p in dataset_root(recipe("hello", "1.0")).iterdir()) == ["t000", "t001"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    capsys.readouterr()
+    assert sorted(p.name for p in dataset_root(recipe("other", "2.0")).iterdir()) == ["o000"]
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "cannot be reached" in lines[0]
