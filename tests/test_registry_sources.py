@@ -191,18 +191,33 @@ def test_a_registry_served_over_http_is_read_and_then_its_cached_copy(world: Wor
                                                                       monkeypatch: pytest.MonkeyPatch):
     import functools
     import http.server
-    import threading
 
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(world.registry.parent))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("AGENTCOMPASS_HARBOR_REGISTRY", f"http://127.0.0.1:{server.server_port}/registry.json")
-    try:
+    from hub_standin import served
+
+    quiet = type("Quiet", (http.server.SimpleHTTPRequestHandler,), {"log_message": lambda self, *args: None})
+    with served(functools.partial(quiet, directory=str(world.registry.parent))) as base:  # type: ignore[arg-type]
+        monkeypatch.setenv("AGENTCOMPASS_HARBOR_REGISTRY", f"{base}/registry.json")
         assert sorted(p.name for p in dataset_root(recipe("hello", "1.0")).iterdir()) == ["t000", "t001"]
-    finally:
-        server.shutdown()
-        server.server_close()
     capsys.readouterr()
     assert sorted(p.name for p in dataset_root(recipe("other", "2.0")).iterdir()) == ["o000"]
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "cannot be reached" in lines[0]
+
+
+def test_the_hub_api_resolves_lists_and_names_the_closest_version(world: World, cli, monkeypatch: pytest.MonkeyPatch):
+    from hub_standin import hub_standin
+
+    keys: list[str] = []
+    monkeypatch.setenv("HARBOR_SUPABASE_PUBLISHABLE_KEY", "pk-test")
+    with hub_standin(json.loads(world.registry.read_text()), keys) as base:
+        monkeypatch.setenv("AGENTCOMPASS_HARBOR_REGISTRY", f"hub+{base}")
+        chosen = recipe("hello", None)  # no version: `head`, as Harbor picks it
+        assert sorted(p.name for p in dataset_root(chosen).iterdir()) == ["t000", "t001"]
+        assert chosen.source["pinned"]["version"] == "head" and len(chosen.source["pinned"]["tasks"]) == 2
+        listed = cli("list", "benchmarks", "--registry", "harbor")
+        wrong = cli("list", "tasks", "harbor:hello@1.1")
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[:2] for line in listed.stdout.splitlines()[1:]] == [["hello@1.0", "2"], ["hello@head", "2"],
+                                                                              ["other@2.0", "1"]]
+    assert wrong.returncode == 2 and "did you mean '1.0'" in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
+    assert set(keys) == {"pk-test"}

@@ -34,7 +34,7 @@ def use_configured_location(config_files: list[Path]) -> None:
     """`registries.harbor.url` of the last --config file that sets it, for this process's registry reads."""
     import yaml
 
-    from agentcompass.formats.sources import registry
+    from agentcompass.formats.sources import registry_index
 
     for path in config_files:
         try:
@@ -46,7 +46,7 @@ def use_configured_location(config_files: list[Path]) -> None:
         if url is not None:
             if not isinstance(url, str) or not url.strip():
                 raise UserError(f"--config file '{path}': registries.harbor.url must be a URL or a registry.json path")
-            registry.configured_location = url.strip()
+            registry_index.configured_location = url.strip()
 
 
 def print_registry(name: str, group: str | None, config_files: list[Path]) -> int:
