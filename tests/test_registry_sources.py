@@ -221,3 +221,26 @@ def test_the_hub_api_resolves_lists_and_names_the_closest_version(world: World, 
                                                                               ["other@2.0", "1"]]
     assert wrong.returncode == 2 and "did you mean '1.0'" in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
     assert set(keys) == {"pk-test"}
+
+
+def add_linked_task(world: World, link_target: str) -> None:
+    """A dataset `links@1.0` of one task whose solution/extra.sh is a link to `link_target`."""
+    task = make_file_tasks(world.repo / "datasets" / "links", 1, prefix="l")[0]
+    (world.repo / "datasets" / "links" / task / "solution" / "extra.sh").symlink_to(link_target)
+    commit = commit_all(world.repo, "a task with a link")
+    rows = json.loads(world.registry.read_text())
+    world.registry.write_text(json.dumps([*rows, {"name": "links", "version": "1.0", "description": "",
+                                                  "tasks": task_rows([task], "links", commit)}]))
+
+
+@pytest.mark.parametrize("target", ["/etc/hostname", "../../../../../../../../etc/hostname", "../../../hello/t000/task.toml"])
+def test_a_task_link_that_reaches_out_of_its_task_is_refused(world: World, target: str):
+    add_linked_task(world, target)
+    with pytest.raises(UserError, match="links must be relative and stay inside the task"):
+        dataset_root(recipe("links", "1.0"))
+
+
+def test_a_link_inside_the_task_is_copied_as_the_file_it_names(world: World):
+    add_linked_task(world, "../tests/test.sh")  # the honest control: Harbor materializes it the same way
+    extra = dataset_root(recipe("links", "1.0")) / "l000" / "solution" / "extra.sh"
+    assert not extra.is_symlink() and "/logs/verifier/reward.txt" in extra.read_text()

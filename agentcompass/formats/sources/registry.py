@@ -9,9 +9,10 @@ pins under `benchmark.source.pinned` in run.json; a recipe that carries such a b
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from agentcompass.core.errors import UserError
 from agentcompass.core.paths import cache_root
@@ -99,13 +100,53 @@ def assemble(pins: list[dict[str, str]]) -> Path:
 
     def copy_tasks(staging: Path) -> None:
         for pin in pins:
-            folder = checkouts[(pin["git_url"], pin["git_commit_id"])] / pin["path"].strip("/")
+            checkout = checkouts[(pin["git_url"], pin["git_commit_id"])]
+            folder = checkout / pin["path"].strip("/")
             name = Path(pin["path"].strip("/")).name
+            if any((checkout / Path(*Path(pin["path"].strip("/")).parts[:n])).is_symlink()
+                   for n in range(1, len(Path(pin["path"].strip("/")).parts) + 1)):
+                raise UserError(f"harbor registry task {pin['name']!r}: its path '{pin['path']}' goes through a "
+                                f"symbolic link; a task path must be a plain folder of its repository")
             if not folder.is_dir():
                 raise UserError(f"harbor registry task {pin['name']!r}: '{pin['path']}' is no folder in "
                                 f"{redact(pin['git_url'])} at {pin['git_commit_id']}; the registry entry is wrong")
             if (staging / name).exists():
                 raise UserError(f"harbor registry: two tasks are both named '{name}'; cannot run them side by side")
-            shutil.copytree(folder, staging / name, symlinks=True)
+            copy_task(folder, staging / name, pin["name"])
 
     return built_once(target, copy_tasks)
+
+
+def copy_task(source: Path, destination: Path, task: str) -> None:
+    """The task folder, copied with each link replaced by what it points to, as Harbor materializes a git task.
+    A link must be relative and stay inside the task: one that reaches out (an absolute target, `../..`) would
+    carry a file of this machine into the sandbox the agent works in, so the dataset is refused."""
+    root = source.resolve(strict=True)
+
+    def refuse(relative: Path, why: str) -> NoReturn:
+        raise UserError(f"harbor registry task {task!r}: {relative} {why}; a task's links must be relative and stay "
+                        f"inside the task folder, so this dataset is refused")
+
+    def copy(path: Path, target: Path, open_dirs: frozenset[Path]) -> None:
+        relative = path.relative_to(root)
+        if path.is_symlink() and os.path.isabs(os.readlink(path)):
+            refuse(relative, "is an absolute link")
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            refuse(relative, "is a broken or looping link")
+        if not real.is_relative_to(root):
+            refuse(relative, "links outside the task")
+        if real.is_dir():
+            if real in open_dirs:
+                refuse(relative, "links to a folder that holds it")
+            target.mkdir()
+            for child in sorted(real.iterdir()):
+                copy(child, target / child.name, open_dirs | {real})
+            shutil.copystat(real, target)
+        elif real.is_file():
+            shutil.copy2(real, target)
+        else:
+            refuse(relative, "is neither a file nor a folder")
+
+    copy(root, destination, frozenset())
