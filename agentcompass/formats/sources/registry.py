@@ -44,25 +44,23 @@ def list_datasets(location: str | None = None) -> list[tuple[str, str, int, str]
 
 
 def pinned_tasks(location: str, spec: dict[str, Any]) -> list[dict[str, str]]:
-    """The dataset's tasks, each at a commit: the registry's, or HEAD's at the first resolve (kept in the cache)."""
-    pin_file = registry_cache_dir() / f"pins-{location_key(location, spec['name'], spec['version'])}.json"
-    if pin_file.is_file():
-        return list(json.loads(pin_file.read_text(encoding="utf-8")))
-    heads: dict[str, str] = {}
+    """The dataset's tasks, each at a commit: the registry's, or, for a task without one, the commit its
+    repository's HEAD named at the first resolve (kept in the cache per dataset version, so a rerun gets it)."""
+    heads_file = registry_cache_dir() / f"heads-{location_key(location, spec['name'], spec['version'])}.json"
+    heads: dict[str, str] = json.loads(heads_file.read_text(encoding="utf-8")) if heads_file.is_file() else {}
+    known = dict(heads)
     pins = []
     for task in spec["tasks"]:
         url, path = task.get("git_url"), task.get("path")
         if not isinstance(url, str) or not isinstance(path, str):
             raise UserError(f"harbor dataset {spec['name']}@{spec['version']}: task {task.get('name')!r} has no "
                             f"git_url and path; only git-hosted registry tasks are supported")
-        if Path(path).is_absolute() or ".." in Path(path).parts:
-            raise UserError(f"harbor dataset {spec['name']}@{spec['version']}: task path {path!r} leaves its "
-                            f"repository; a task path is relative to the repository root")
         commit = task.get("git_commit_id") or heads.get(url) or heads.setdefault(url, remote_head(url, MIRROR_HINT))
         pins.append({"name": str(task.get("name") or Path(path).name), "git_url": url,
                      "git_commit_id": str(commit), "path": path})
-    registry_cache_dir().mkdir(parents=True, exist_ok=True)
-    write_atomic(pin_file, json.dumps(pins, indent=1))
+    if heads != known:
+        registry_cache_dir().mkdir(parents=True, exist_ok=True)
+        write_atomic(heads_file, json.dumps(heads, indent=1))
     return pins
 
 
@@ -93,6 +91,8 @@ def assemble(pins: list[dict[str, str]]) -> Path:
     target = cache_root() / "datasets" / f"registry-{location_key(json.dumps(pins, sort_keys=True))}"
     if target.is_dir():
         return target
+    for pin in pins:
+        check_pin(pin)
     groups: dict[tuple[str, str], list[str]] = {}
     for pin in pins:
         groups.setdefault((pin["git_url"], pin["git_commit_id"]), []).append(pin["path"].strip("/"))
@@ -105,16 +105,28 @@ def assemble(pins: list[dict[str, str]]) -> Path:
             name = Path(pin["path"].strip("/")).name
             if any((checkout / Path(*Path(pin["path"].strip("/")).parts[:n])).is_symlink()
                    for n in range(1, len(Path(pin["path"].strip("/")).parts) + 1)):
-                raise UserError(f"harbor registry task {pin['name']!r}: its path '{pin['path']}' goes through a "
+                raise UserError(f"harbor registry task {pin.get('name')!r}: its path '{pin['path']}' goes through a "
                                 f"symbolic link; a task path must be a plain folder of its repository")
             if not folder.is_dir():
-                raise UserError(f"harbor registry task {pin['name']!r}: '{pin['path']}' is no folder in "
+                raise UserError(f"harbor registry task {pin.get('name')!r}: '{pin['path']}' is no folder in "
                                 f"{redact(pin['git_url'])} at {pin['git_commit_id']}; the registry entry is wrong")
             if (staging / name).exists():
                 raise UserError(f"harbor registry: two tasks are both named '{name}'; cannot run them side by side")
-            copy_task(folder, staging / name, pin["name"])
+            copy_task(folder, staging / name, str(pin.get("name") or name))
 
     return built_once(target, copy_tasks)
+
+
+def check_pin(pin: Any) -> None:
+    """A pinned task names a repository, a commit and a folder inside it (a recorded block may be hand-made)."""
+    fields = ("git_url", "git_commit_id", "path")
+    if not isinstance(pin, dict) or not all(isinstance(pin.get(k), str) and pin[k] for k in fields):
+        raise UserError(f"a pinned registry task must have git_url, git_commit_id and path, got {pin!r}; "
+                        f"copy benchmark.source.pinned from a run.json as it is")
+    path = Path(pin["path"])
+    if path.is_absolute() or ".." in path.parts:
+        raise UserError(f"harbor registry task {pin.get('name')!r}: task path {pin['path']!r} leaves its repository; "
+                        f"a task path is relative to the repository root")
 
 
 def copy_task(source: Path, destination: Path, task: str) -> None:
