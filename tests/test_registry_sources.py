@@ -182,7 +182,10 @@ def test_a_users_recipe_can_take_a_subset_of_a_registry_dataset(world: World, cl
     (recipes / "hello_one.yaml").write_text('name: hello_one\nformat: harbor\n'
                                             'source: {registry: harbor, dataset: hello, version: "1.0"}\n'
                                             'params: {sample_ids: [t001]}\n')
-    done = cli("list", "tasks", "hello_one", "--config-dir", str(tmp_path / "mine"))
+    private = tmp_path / "private.yaml"  # the registry's location from a private --config, for a recipe too
+    private.write_text(f"registries:\n  harbor:\n    url: {world.registry}\n")
+    done = cli("list", "tasks", "hello_one", "--config-dir", str(tmp_path / "mine"), "--config", str(private),
+               env={"AGENTCOMPASS_HARBOR_REGISTRY": str(tmp_path / "nowhere.json")})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["t001"]
 

@@ -25,13 +25,14 @@ def registry_benchmarks(invocation: Any, benchmark: str) -> str:
         if root not in invocation.config_dirs:
             invocation.config_dirs.append(root)
         items.append(name)
-    if items != benchmark.split(","):
-        use_configured_location(invocation.config_files)
+    use_configured_location(invocation.config_files)  # a recipe of the user's may name a registry dataset too
     return ",".join(items)
 
 
 def use_configured_location(config_files: list[Path]) -> None:
     """`registries.harbor.url` of the last --config file that sets it, for this process's registry reads."""
+    if not config_files:
+        return
     import yaml
 
     from agentcompass.formats.sources import registry_index
