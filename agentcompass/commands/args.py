@@ -132,6 +132,9 @@ def build_invocation(args: argparse.Namespace, names: list[str], extra: list[str
 
     invocation = Invocation(overrides=[], config_files=list(args.config), config_dirs=list(args.config_dir),
                             model_api_key=model_api_key(args))
+    from agentcompass.commands.registry import registry_benchmarks
+
+    names = [registry_benchmarks(invocation, names[0]), *names[1:]]  # harbor:NAME@VERSION: a generated recipe
     roots = invocation.roots()
     for path in invocation.config_files:
         if not path.is_file():

@@ -54,6 +54,8 @@ def build_parser() -> Parser:
     lst.add_argument("group", nargs="?", choices=["benchmarks", "harnesses", "models", "envs", "tasks"],
                      help="what to list (default: all but tasks)")
     lst.add_argument("benchmark", nargs="?", metavar="BENCHMARK", help="with tasks: the benchmark whose ids to list")
+    lst.add_argument("--registry", metavar="NAME", help="with benchmarks: the datasets of a registry (harbor), "
+                     "with versions and task counts")
     lst.add_argument("--config-dir", action="append", default=[], type=Path, metavar="DIR",
                      help="user dir with recipes/ harnesses/ providers/ models/ (repeatable)")
     from agentcompass.commands.list_tasks import add_arguments
@@ -129,6 +131,10 @@ def cmd_list(args: argparse.Namespace, argv: list[str]) -> int:
         from agentcompass.commands.list_tasks import print_tasks
 
         return print_tasks(args)
+    if getattr(args, "registry", None):
+        from agentcompass.commands.registry import print_registry
+
+        return print_registry(args.registry, args.group, list(args.config))
     if args.benchmark is not None:
         raise UserError(f"agentcompass list {args.group or ''}: unexpected {args.benchmark!r}; "
                         f"a BENCHMARK goes with `agentcompass list tasks BENCHMARK`")

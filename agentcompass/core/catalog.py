@@ -6,10 +6,12 @@ Only the standard library is imported here, so `--help` and `list` stay fast.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from agentcompass.core.errors import UserError
+from agentcompass.core.paths import cache_root
 from agentcompass.core.registry import closest
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the agentcompass package
@@ -112,3 +114,51 @@ def recipe_format(name: str, roots: list[Path]) -> str | None:
     """A recipe's `format:`, the last file of its chain that sets one winning."""
     formats = [data["format"] for _, data in recipe_chain(name, roots) if isinstance(data.get("format"), str)]
     return str(formats[-1]) if formats else None
+
+
+# -- registry datasets named on the command line ----------------------------------------------------
+REGISTRY_PREFIXES = ("harbor",)  # `harbor:NAME[@VERSION]` names a dataset of Harbor's registry
+
+
+def registry_reference(benchmark: str) -> tuple[str, str, str | None] | None:
+    """(registry, dataset, version or None) for `harbor:NAME[@VERSION]`, else None (a recipe name)."""
+    registry, colon, rest = benchmark.partition(":")
+    if not colon or registry not in REGISTRY_PREFIXES:
+        return None
+    name, at, version = rest.partition("@")
+    if not name or (at and not version):
+        raise UserError(f"benchmark '{benchmark}': a registry dataset is named {registry}:NAME or {registry}:NAME@VERSION; "
+                        f"see `agentcompass list benchmarks --registry {registry}`")
+    return registry, name, version or None
+
+
+def registry_recipe(benchmark: str) -> tuple[Path, str] | None:
+    """For `harbor:NAME[@VERSION]`: a config root holding a generated recipe over that dataset, and the recipe's
+    name; None for a recipe name. The recipe only names the dataset: resolving it (network, pins) is the
+    format's, when the tasks load. Harbor tasks build their own images, so the recipe is Harbor's format
+    with Harbor's scoring rule; extend it (defaults list) to set timeouts, resources or a subset."""
+    import json
+
+    reference = registry_reference(benchmark)
+    if reference is None:
+        return None
+    registry, name, version = reference
+    the_default = "(its default version)"
+    recipe_name = "_".join(re.sub(r"[^A-Za-z0-9_-]+", "-", part) for part in (registry, name, version or "default"))
+    root = cache_root() / "registry-recipes"
+    text = "\n".join([
+        f"name: {recipe_name}",
+        f"description: {json.dumps(f'{registry} registry dataset {name}@{version or the_default}')}",
+        "format: harbor",
+        "scoring: valid_reward",
+        f"source: {json.dumps({'registry': registry, 'dataset': name, 'version': version})}",
+        "build_args:",
+        "  BASE_IMAGE: ${oc.env:AGENTCOMPASS_BASE_IMAGE,python:3.11-slim-bookworm}",
+        "params: {sample_ids: null, limit: null}",
+        "",
+    ])
+    path = root / GROUPS["benchmark"][0] / f"{recipe_name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return root, recipe_name
