@@ -35,7 +35,7 @@ class GatewayLooper(InstalledAgent):
     def prepare(self) -> None:
         """No npm package: the sandbox's python3 runs the loop."""
 
-    def install(self, sandbox: Any) -> None:
+    def install(self, sandbox: Any, timeout_s: float = 0) -> None:
         """Nothing to install."""
 
     def api_kind(self, model: Any) -> str:

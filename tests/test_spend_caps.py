@@ -148,7 +148,8 @@ def test_an_agent_at_its_trial_cap_is_stopped_and_its_attempt_failed(upstream, t
     monkeypatch.syspath_prepend(str(TESTS))
     assert main(looper_args(tmp_path, upstream.url, "--k", "2", "run.max_trial_tokens=2000", env=env)) == 0
     trials, summary = trials_of(tmp_path)
-    assert [(t["status"], t["error_category"]) for t in trials] == [("error", "agent")] * 2
+    # Harbor's table: what the agent did before the cap is graded and counts (here: nothing solved), as for a time limit
+    assert [(t["status"], t["details"]["error_class"]) for t in trials] == [("failed", "SpendCapReached")] * 2
     for trial in trials:
         assert "spend cap reached" in trial["message"] and "run.max_trial_tokens is 2,000" in trial["message"], trial
         assert trial["usage"]["model_calls"] == 2  # the call that crossed the cap was the last one forwarded
@@ -164,7 +165,7 @@ def test_a_runs_cap_stops_its_later_attempts(upstream, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(TESTS))
     assert main(looper_args(tmp_path, upstream.url, "--k", "3", "run.max_tokens=2000")) == 0
     trials, summary = trials_of(tmp_path)
-    assert [(t["status"], t["error_category"]) for t in trials] == [("error", "agent")] * 3
+    assert [(t["status"], t["details"]["error_class"]) for t in trials] == [("failed", "SpendCapReached")] * 3
     assert all("run.max_tokens is 2,000" in t["message"] for t in trials)
     assert ["not started" in t["message"] for t in trials] == [False, True, True]
     assert len(upstream.received) == 2 and summary["failed"] == 3
