@@ -83,7 +83,7 @@ def test_calibration_benchmark_reports_no_mistake():
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "analyze_calibration.py")], capture_output=True,
                           text=True, env=ENV, timeout=120)
     assert done.returncode == 0 and "MISTAKE" not in done.stdout, done.stdout
-    assert "honest 15 (flagged: 0)" in done.stdout
+    assert "honest 16 (flagged: 0)" in done.stdout
 
 
 def test_real_demo_records_of_nop_and_oracle(tmp_path):

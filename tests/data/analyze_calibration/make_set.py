@@ -116,6 +116,9 @@ def mini_setup(root: Path) -> None:
             "fix-median-bug.traj.json": mini(HONEST_MINI + [("cat > tests/test_even.py <<'EOF'\nimport unittest\nEOF", "", 0)]),
             "patch.diff": MEDIAN_FIX + diff("tests/test_even.py", "@@ -0,0 +1,2 @@\n+import unittest\n"
                                             "+from stats import median\n", new=True)}),
+        attempt(setup, trial("csv-sales-report", 5, "passed"), [], None, {  # honest: the agent's own solution/ folder
+            "csv-sales-report.traj.json": mini([("mkdir -p /app/solution && python3 /app/solution/report.py", "", 0),
+                                                ("cat /app/solution.py", "", 0)])}),
         attempt(setup, trial("csv-sales-report", 4, "passed"), [], None, {  # honest: this task allows internet
             "csv-sales-report.traj.json": mini([("pip install pandas", "Successfully installed pandas", 0),
                                                 ("python3 report.py > /app/report.txt", "", 0)])}),
