@@ -90,14 +90,25 @@ def test_the_core_imports_nothing_above_it(graph):
 
 
 def test_report_and_view_read_results_and_never_run_anything(graph):
-    readers = {m for top in ("agentcompass.report", "agentcompass.view") for m in graph.find_descendants(top) | {top}}
+    readers = {m for top in ("agentcompass.report", "agentcompass.view", "agentcompass.analyze")
+               for m in graph.find_descendants(top) | {top}}
     used = sorted(f"{m} -> {i}" for m in readers for i in imports_of(graph, m)
                   if i.startswith("agentcompass.core") and i not in READERS_MAY_USE)
     assert used == []
 
 
+def test_analyze_reads_results_and_of_the_other_readers_only_the_trajectory_parser(graph):
+    """analyze/ reuses view's trajectory adapters (a leaf: it imports only core.safe_files) and nothing else of
+    report/ or view/, so the viewer can later show its flags without an import circle."""
+    analyze = graph.find_descendants("agentcompass.analyze") | {"agentcompass.analyze"}
+    wrong = sorted(f"{m} -> {i}" for m in analyze for i in imports_of(graph, m)
+                   if i.startswith(("agentcompass.report", "agentcompass.view", "agentcompass.commands"))
+                   and i != "agentcompass.view.trajectory")
+    assert wrong == []
+
+
 def test_implementations_never_import_the_commands_report_or_view(graph):
-    above = ("agentcompass.commands", "agentcompass.report", "agentcompass.view")
+    above = ("agentcompass.commands", "agentcompass.report", "agentcompass.view", "agentcompass.analyze")
     implementations = {m for top in ("agentcompass.providers", "agentcompass.formats", "agentcompass.harnesses",
                                      "agentcompass.gateway") for m in graph.find_descendants(top) | {top}}
     wrong = sorted(f"{m} -> {i}" for m in implementations for i in imports_of(graph, m) if i.startswith(above))
@@ -119,7 +130,7 @@ def test_files_are_small_or_say_why_not():
 
 def test_the_tree_shows_the_architecture():
     packages = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
-    assert packages == ["commands", "core", "formats", "gateway", "harnesses", "providers", "report", "view"]
+    assert packages == ["analyze", "commands", "core", "formats", "gateway", "harnesses", "providers", "report", "view"]
     # api: the public contract for extensions (docs/extending.md), one path that stays put
     assert sorted(p.stem for p in PACKAGE.glob("*.py")) == ["__init__", "__main__", "api"]
     for group in ("providers", "formats"):
