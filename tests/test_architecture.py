@@ -118,7 +118,7 @@ def test_files_are_small_or_say_why_not():
 
 def test_the_tree_shows_the_architecture():
     packages = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
-    assert packages == ["commands", "core", "formats", "gateway", "harnesses", "providers", "report", "view"]
+    assert packages == ["commands", "core", "formats", "gateway", "harnesses", "interop", "providers", "report", "view"]
     assert sorted(p.stem for p in PACKAGE.glob("*.py")) == ["__init__", "__main__"]
     for group in ("providers", "formats"):
         assert all((PACKAGE / group / name / "__init__.py").is_file()

@@ -11,4 +11,5 @@ COMMAND_MODULES: dict[str, str] = {
     "report": "agentcompass.commands.report",
     "env": "agentcompass.commands.env",
     "view": "agentcompass.commands.view",
+    "import": "agentcompass.commands.import_cmd",
 }
