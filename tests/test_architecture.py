@@ -20,7 +20,8 @@ LONGER_BECAUSE = "Longer than 400 lines because"
 READERS_MAY_USE = {"agentcompass.core.scoring", "agentcompass.core.results", "agentcompass.core.errors",
                    "agentcompass.core.task", "agentcompass.core.paths", "agentcompass.core.durable",
                    "agentcompass.core.calls", "agentcompass.core.schema", "agentcompass.core.merge",
-                   "agentcompass.core.runlock", "agentcompass.core.registry"}
+                   "agentcompass.core.runlock", "agentcompass.core.registry",
+                   "agentcompass.core.install"}  # the pip line of an extra: a string, runs nothing
 
 
 @pytest.fixture(scope="module")

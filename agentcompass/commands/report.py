@@ -87,8 +87,10 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"report: {page or out}", flush=True)
         return 1
     if page is None:
+        from agentcompass.core.install import pip_install
+
         print(f"report: {out} ({', '.join(CSV_FILES)}, report.json); report.html "
-              f"needs plotly for its charts: pip install 'agentcompass[report]'", flush=True)
+              f"needs plotly for its charts: {pip_install('report')}", flush=True)
         if args.open:
             print("--open: no report.html to open without plotly", file=sys.stderr)
         return 0

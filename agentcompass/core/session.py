@@ -43,6 +43,9 @@ def versions() -> dict[str, str]:
             found[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             continue
+    from agentcompass import __version__  # ours, whatever the distribution is named (core/install.py)
+
+    found["agentcompass"] = __version__
     return found
 
 
