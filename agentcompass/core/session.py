@@ -43,9 +43,12 @@ def versions() -> dict[str, str]:
             found[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             continue
-    from agentcompass import __version__  # ours, whatever the distribution is named (core/install.py)
+    from agentcompass.core.install import DISTRIBUTION  # ours, under the name it had before (core/install.py)
 
-    found["agentcompass"] = __version__
+    try:
+        found["agentcompass"] = metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        pass
     return found
 
 
