@@ -120,3 +120,58 @@ def test_import_of_a_folder_without_per_run_csv_is_one_line_and_writes_nothing(t
     proc = run_cli("import", "cost-bench", str(folder), "--results-dir", str(tmp_path / "results"), "--run-name", "x")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "per_run.csv" in proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+HOUR = 1784142000.0  # 2026-07-15T19:00:00Z, a whole hour
+
+
+def raw_folder(root: Path) -> Path:
+    """A runs/<id> folder in the benchmark's layout (run_deepswe.py): two GLM tiers sharing the endpoint
+    in one hour, and one Claude Code run."""
+    folder = root / "runs" / "20260715-190000"
+    runs = [  # outdir, harness, model, start, end (s after HOUR), generation windows (s after HOUR), reward
+        ("glm-default__t1__run1", "opencode", "modal/zai-org/GLM-5.2-FP8", 900, 2000, [(1000, 1600)], 1),
+        ("glm-high__t1__run1", "opencode", "modal-high/zai-org/GLM-5.2-FP8", 1200, 2400, [(1300, 2200)], 0),
+        ("opus__t1__run1", "claude", "claude-code/claude-opus-4-8", 900, 1500, [], 1),
+    ]
+    folder.mkdir(parents=True)
+    lines = ["task,harness,model,prompt,run,status,start,end,duration_s,outdir"]
+    for outdir, harness, model, start, end, windows, reward in runs:
+        lines.append(f"t1,{harness},{model},v1,1,{'pass' if reward else 'fail'},{HOUR + start},{HOUR + end},{end - start},{outdir}")
+        run = folder / outdir
+        run.mkdir()
+        (run / "reward.json").write_text(json.dumps({"reward": reward}))
+        (run / "model.patch").write_text("")
+        if harness == "opencode":
+            log = []
+            for a, b in windows:
+                log.append({"type": "step_start", "timestamp": int((HOUR + a) * 1000)})
+                log.append({"type": "step_finish", "timestamp": int((HOUR + b) * 1000), "part": {"tokens": {"input": 10, "output": 5}}})
+            (run / "usage.json").write_text(json.dumps({"sessions": [{"inputTokens": 10, "outputTokens": 5}]}))
+        else:
+            log = [{"type": "assistant", "message": {"content": []}},
+                   {"type": "result", "total_cost_usd": 1.25, "num_turns": 3, "duration_ms": 500000, "duration_api_ms": 400000,
+                    "usage": {"input_tokens": 100, "cache_read_input_tokens": 900, "output_tokens": 50}}]
+        (run / "output.log").write_text("".join(json.dumps(e) + "\n" for e in log))
+    (folder / "manifest.csv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_a_raw_run_folder_splits_the_bill_by_its_recorded_calls_to_the_cent(tmp_path):
+    folder = raw_folder(tmp_path)
+    bill = tmp_path / "billing.json"  # the hour costs $36; the jobs ran 900..2400 s of it: $15 billed
+    bill.write_text(json.dumps({"app": "ep", "by_hour": [{"hour": "2026-07-15T19:00:00+00:00", "hour_cost": 36.0,
+                                                          "glm_seconds_in_hour": 1500, "billed": 15.0}]}))
+    # By hand: generation 1000..2200 s is 1200 s at $15/1200 s = $0.0125/s. glm-default alone 1000..1300 and
+    # shared 1300..1600 (half each): 300 + 150 = 450 s = $5.625; glm-high 150 + 600 alone = 750 s = $9.375.
+    summary = tmp_path / "summary.csv"
+    summary.write_text("setup,runs,pass_runs,tasks_solved,tasks_total,total_usd,usd_per_task_solved\n"
+                       "opus,1,1,1,1,1.25,1.25\nglm-default,1,1,1,1,5.625,5.625\nglm-high,1,0,0,1,9.375,\n")
+    proc = run_cli("import", "cost-bench", str(folder), "--results-dir", str(tmp_path / "results"), "--run-name", "raw")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("report", str(tmp_path / "results" / "raw"), "--bill", str(bill), "--against", str(summary))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    planted = tmp_path / "planted.csv"
+    planted.write_text(summary.read_text().replace("glm-high,1,0,0,1,9.375", "glm-high,1,0,0,1,9.385"))
+    proc = run_cli("report", str(tmp_path / "results" / "raw"), "--verify", "--against", str(planted))
+    assert proc.returncode == 1 and differences(proc.stderr) == {("glm-high", "total_usd")}, proc.stderr

@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
     parser = sub.add_parser("import", help="another tool's results as agentcompass results directories",
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", choices=SOURCES, help="cost-bench: the Coding Agent Cost Benchmark's published "
-                        "results folder (per_run.csv, manifest.csv[, billing.json, summary.csv])")
+                        "results folder (per_run.csv, manifest.csv[, billing.json, summary.csv]) or raw runs/<id> folder")
     parser.add_argument("folder", type=Path, metavar="DIR", help="the folder to import")
     parser.add_argument("--results-dir", type=Path, default=Path("results"), metavar="R",
                         help="results root (default: results)")

@@ -100,9 +100,15 @@ def model_config(info: SetupInfo, endpoint: str, hourly_usd: float | None) -> di
 
 
 def import_results(folder: Path, run_root: Path) -> list[Path]:
-    """Write one results directory per setup of the published folder under run_root; returns them."""
-    per_run = read_csv(folder / "per_run.csv", PER_RUN_FIELDS)
+    """Write one results directory per setup of the folder under run_root; returns them. A published
+    results folder has per_run.csv; a raw run folder (runs/<id>) has a folder per run instead."""
     manifest = read_csv(folder / "manifest.csv", ("model", "harness", "outdir"))
+    if (folder / "per_run.csv").is_file() or not any((folder / r["outdir"]).is_dir() for r in manifest):
+        per_run: list[dict[str, Any]] = read_csv(folder / "per_run.csv", PER_RUN_FIELDS)
+    else:
+        from agentcompass.interop.cost_bench_raw import raw_rows
+
+        per_run = raw_rows(folder, manifest, setups_of(manifest))
     infos = setups_of(manifest)
     bill: dict[str, Any] = {}
     if (folder / "billing.json").is_file():
@@ -126,7 +132,7 @@ def import_results(folder: Path, run_root: Path) -> list[Path]:
     return written
 
 
-def write_setup(directory: Path, setup: str, info: SetupInfo, rows: list[dict[str, str]], k: int, tasks: int,
+def write_setup(directory: Path, setup: str, info: SetupInfo, rows: list[dict[str, Any]], k: int, tasks: int,
                 model: dict[str, Any]) -> Path:
     directory.mkdir(parents=True)
     labels = {"benchmark": BENCHMARK, "harness": info.harness, "model": setup, "env": "modal"}
@@ -136,17 +142,21 @@ def write_setup(directory: Path, setup: str, info: SetupInfo, rows: list[dict[st
         session = min(float(r["session_s"]), end - start)
         generation, steps = min(float(r["generation_s"]), session), int(r["steps"])
         attempt = int(r["run"].removeprefix("run"))
+        reported = None if info.self_hosted or r["billed_usd"] in (None, "") else float(r["billed_usd"])
         usage: dict[str, Any] = {"model_calls": steps, "tokens_in": int(r["tokens_in"]), "tokens_out": int(r["tokens_out"]),
-                                 "generation_s": generation, "cost_usd": 0.0 if info.self_hosted else float(r["billed_usd"])}
+                                 "generation_s": generation, "cost_usd": reported or 0.0,
+                                 "cost_known": info.self_hosted or reported is not None}
         lines.append(json.dumps({
             "task_id": r["task"], "attempt": attempt, "status": "passed" if r["passed"] == "1" else "failed",
             "usage": usage, "timings": {"agent": session, "total": end - start},
             "started_at": iso(start), "finished_at": iso(end)}))
-        if info.self_hosted and steps:
+        recorded = r.get("calls")  # a raw run's own call times (cost_bench_raw.py), else laid out evenly
+        if info.self_hosted and (steps or recorded):
             attempt_dir = directory / "tasks" / r["task"] / f"attempt-{attempt}"
             attempt_dir.mkdir(parents=True)
-            write_atomic(attempt_dir / "model_calls.jsonl", "".join(
-                json.dumps(c) + "\n" for c in calls(end - session, session, generation, steps, usage["tokens_in"], usage["tokens_out"])))
+            laid = recorded if recorded is not None else calls(end - session, session, generation, steps,
+                                                               usage["tokens_in"], usage["tokens_out"])
+            write_atomic(attempt_dir / "model_calls.jsonl", "".join(json.dumps(c) + "\n" for c in laid))
     write_atomic(directory / "run.json", json.dumps({"status": "completed", "imported_from": "coding-agent-cost-bench",
                                                       "config": {"labels": labels, "model": model, "run": {"k": k}}}, indent=2))
     write_atomic(directory / "summary.json", json.dumps({"trials_expected": tasks * k}))
