@@ -18,6 +18,8 @@ EXAMPLES = """examples:
   agentcompass report results/nightly --bill 'openai/glm@http://gpu-a/v1=a.csv' --hourly-usd 'openai/kimi=40'
                                                            # two endpoints, each priced on its own
   agentcompass report results/nightly --verify             # recompute every figure from the raw files
+  agentcompass report results/deepswe33 --bill STUDY/billing.json --against STUDY/summary.csv
+                                                           # an imported study against its published figures
 """
 
 
@@ -49,7 +51,8 @@ def register(sub: Any) -> None:
                         help="a self-hosted endpoint's hourly rate (default: its preset's pricing.hourly_usd); "
                              "ENDPOINT (model name, or name@base_url) is needed when the results use several")
     parser.add_argument("--bill", action="append", default=[], metavar="[ENDPOINT=]FILE|modal",
-                        help="a self-hosted endpoint's real bill: a JSON/CSV file of (interval_start, cost) rows, "
+                        help="a self-hosted endpoint's real bill: a JSON/CSV file of (interval_start, cost) rows or the cost "
+                             "benchmark's billing.json, "
                              "or 'modal' for Modal's workspace billing report of the run's window; billed over the "
                              "jobs' window only. Naming an ENDPOINT bills its setups by the hour whatever their preset says")
     parser.add_argument("--modal-app", action="append", default=[], metavar="NAME",
