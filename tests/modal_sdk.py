@@ -24,7 +24,7 @@ needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the fake
 
 @pytest.fixture(scope="module")
 def real_modal():
-    return pytest.importorskip("modal", reason="the modal SDK (pip install agentcompass[modal]) defines the signatures")
+    return pytest.importorskip("modal", reason="the modal SDK (pip install '.[modal]' from the checkout) defines the signatures")
 
 
 @pytest.fixture

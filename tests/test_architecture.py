@@ -21,7 +21,8 @@ READERS_MAY_USE = {"agentcompass.core.scoring", "agentcompass.core.results", "ag
                    "agentcompass.core.task", "agentcompass.core.paths", "agentcompass.core.durable",
                    "agentcompass.core.calls", "agentcompass.core.schema", "agentcompass.core.merge",
                    "agentcompass.core.runlock", "agentcompass.core.registry", "agentcompass.core.safe_files",
-                   "agentcompass.core.secret_values"}  # a leaf: credentials masked in what readers write
+                   "agentcompass.core.secret_values",  # a leaf: credentials masked in what readers write
+                   "agentcompass.core.install"}  # the pip line of an extra: a string, runs nothing
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +131,8 @@ def test_files_are_small_or_say_why_not():
 
 def test_the_tree_shows_the_architecture():
     packages = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
-    assert packages == ["analyze", "commands", "core", "formats", "gateway", "harnesses", "providers", "report", "view"]
+    assert packages == ["analyze", "commands", "core", "formats", "gateway", "harnesses", "interop", "providers", "report",
+                        "view"]
     # api: the public contract for extensions (docs/extending.md), one path that stays put
     assert sorted(p.stem for p in PACKAGE.glob("*.py")) == ["__init__", "__main__", "api"]
     for group in ("providers", "formats"):

@@ -218,17 +218,18 @@ def test_secret_overrides_never_reach_hydra_output(cli, tmp_path):
 
 
 SWEBENCH_ROWS = str(Path(__file__).parent / "data" / "swebench-lite-sample.json")
+REPO = Path(__file__).resolve().parent.parent  # a hint names this checkout, never the index's 'agentcompass'
 MISSING_EXTRAS = [
     # (hidden modules, arguments, the pip install the one line must name)
     ("swebench", ["run", "swebench_lite", "oracle", "none", "--env", "docker", "--benchmark-params",
                   json.dumps({"path": SWEBENCH_ROWS})], "benchmark format 'swebench' needs swebench"),
-    ("datasets", ["run", "swebench_verified", "mini_swe_agent", "gpt-5-mini"], "pip install 'agentcompass[swebench]'"),
-    ("minisweagent", ["run", "demo", "mini_swe_agent", "gpt-5-mini"], "pip install 'agentcompass[agents]'"),
-    ("litellm", ["run", "demo", "mini_swe_agent", "openai/gpt-4o-mini"], "needs litellm, not installed here; pip install 'agentcompass[agents]'"),
-    ("modal", ["run", "demo", "oracle", "none", "--env", "modal"], "env 'modal' needs modal, not installed here; pip install 'agentcompass[modal]'"),
-    ("modal", ["cleanup", "--env", "modal"], "pip install 'agentcompass[modal]'"),
-    ("paramiko", ["run", "demo", "oracle", "none", "--env", "gcp"], "env 'gcp' needs paramiko, not installed here; pip install 'agentcompass[gcp]'"),
-    ("swebench", ["eval", "swebench_verified", "--predictions", SWEBENCH_ROWS], "pip install 'agentcompass[swebench]'"),
+    ("datasets", ["run", "swebench_verified", "mini_swe_agent", "gpt-5-mini"], f"pip install -e '{REPO}[swebench]'"),
+    ("minisweagent", ["run", "demo", "mini_swe_agent", "gpt-5-mini"], f"pip install -e '{REPO}[agents]'"),
+    ("litellm", ["run", "demo", "mini_swe_agent", "openai/gpt-4o-mini"], f"needs litellm, not installed here; pip install -e '{REPO}[agents]'"),
+    ("modal", ["run", "demo", "oracle", "none", "--env", "modal"], f"env 'modal' needs modal, not installed here; pip install -e '{REPO}[modal]'"),
+    ("modal", ["cleanup", "--env", "modal"], f"pip install -e '{REPO}[modal]'"),
+    ("paramiko", ["run", "demo", "oracle", "none", "--env", "gcp"], f"env 'gcp' needs paramiko, not installed here; pip install -e '{REPO}[gcp]'"),
+    ("swebench", ["eval", "swebench_verified", "--predictions", SWEBENCH_ROWS], f"pip install -e '{REPO}[swebench]'"),
 ]
 
 

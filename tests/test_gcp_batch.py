@@ -11,7 +11,7 @@ import pytest
 import fake_gcp
 from agentcompass.core.errors import InfraError
 
-batch_v1 = pytest.importorskip("google.cloud.batch_v1", reason="pip install agentcompass[gcp]")
+batch_v1 = pytest.importorskip("google.cloud.batch_v1", reason="pip install '.[gcp]' from the checkout")
 
 
 @pytest.fixture

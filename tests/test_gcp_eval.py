@@ -22,7 +22,7 @@ from gcs_emulator import emulated_gcs
 from swebench_calc import (IDS, assert_verdicts, assert_verdicts_match_swebench, calc_image, calc_repo,  # noqa: F401
                            calc_rows, predictions_of, trials)
 
-pytest.importorskip("google.cloud.batch_v1", reason="pip install agentcompass[gcp]")
+pytest.importorskip("google.cloud.batch_v1", reason="pip install '.[gcp]' from the checkout")
 pytest.importorskip("gcp_storage_emulator.server", reason="pip install gcp-storage-emulator")
 TESTS = Path(__file__).resolve().parent
 BUCKET = "ac-eval-test"

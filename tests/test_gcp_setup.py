@@ -18,7 +18,7 @@ import yaml
 import fake_gcp
 from gcs_emulator import emulated_gcs
 
-pytest.importorskip("google.cloud.batch_v1", reason="pip install agentcompass[gcp]")
+pytest.importorskip("google.cloud.batch_v1", reason="pip install '.[gcp]' from the checkout")
 TESTS = Path(__file__).resolve().parent
 SECRET = "-----BEGIN PRIVATE KEY-----\nnot-a-real-key-5a105e8b\n-----END PRIVATE KEY-----\n"
 

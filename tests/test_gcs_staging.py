@@ -9,7 +9,7 @@ import pytest
 
 from gcs_emulator import emulated_gcs
 
-storage = pytest.importorskip("google.cloud.storage", reason="pip install agentcompass[gcp]")
+storage = pytest.importorskip("google.cloud.storage", reason="pip install '.[gcp]' from the checkout")
 pytest.importorskip("gcp_storage_emulator.server", reason="pip install gcp-storage-emulator")
 
 

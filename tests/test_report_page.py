@@ -14,7 +14,7 @@ import pytest
 
 import headless_chromium
 from conftest import REPO, skip_or_fail
-from cost_bench_study import write_study
+from cost_bench_study import STUDY, write_study
 from test_report import sweep  # noqa: F401  (the fixture)
 
 PROBE = """(() => {
@@ -50,7 +50,7 @@ def study(tmp_path_factory) -> Path:
     from conftest import run_cli
 
     run = write_study(tmp_path_factory.mktemp("study"))
-    proc = run_cli("report", str(run), "--hourly-usd", "56.0281")
+    proc = run_cli("report", str(run), "--bill", str(STUDY / "billing.json"))
     assert proc.returncode == 0, proc.stderr
     return run
 

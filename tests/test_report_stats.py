@@ -27,10 +27,10 @@ def test_the_method_and_number_of_resamples_are_stated():
     assert METHOD["resamples"] == RESAMPLES >= 1000 and METHOD["confidence"] == 0.95 and "bootstrap over tasks" in METHOD["method"]
 
 
-def test_a_setup_that_passes_everything_has_no_spread():
+def test_a_setup_that_passes_everything_still_has_an_interval_for_its_rates():
+    # 20 of 20, Wilson by hand: centre 1.096037 / 1.192073 = 0.919437, half 1.644165 x 0.048999 = 0.080563
     result = analyse({"all": tallies("p" * 20, "0.50")})["setups"]["all"]
-    assert result["pass_at_1"] == {"low": 1.0, "high": 1.0}
-    assert result["solved_rate"] == {"low": 1.0, "high": 1.0}
+    assert result["pass_at_1"] == result["solved_rate"] == {"low": pytest.approx(0.838874, abs=2e-6), "high": 1.0}
     assert result["cost_per_solved_usd"] == {"low": "0.500000", "high": "0.500000"}  # each task $0.50, each solved
 
 
@@ -119,3 +119,19 @@ def test_a_cost_no_task_holds_is_added_to_every_resample():
     assert float(extra["low"]) == pytest.approx(2 * float(plain["low"]), abs=1e-6)
     unknown = analyse({"s": tallies("pf" * 5)}, {"s": None})["setups"]["s"]["cost_per_solved_usd"]
     assert unknown == {"low": None, "high": None}
+
+
+# Wilson 95 % intervals worked by hand from the formula (z = 1.959964):
+#   centre = (p + z²/2n) / (1 + z²/n), half = z / (1 + z²/n) * sqrt(p(1-p)/n + z²/4n²)
+#   6/6:  z²/n = 0.640253, centre 0.804834, half 0.195166  -> 0.609668 .. 1
+#   0/6:  centre 0.195166, half 0.195166                   -> 0 .. 0.390334
+#   3/10: z²/n = 0.384146, centre 0.355507, half 0.247715  -> 0.107791 .. 0.603222
+@pytest.mark.parametrize("passed, n, low, high", [(6, 6, 0.609668, 1.0), (0, 6, 0.0, 0.390334), (3, 10, 0.107791, 0.603222)])
+def test_rates_have_wilson_intervals_that_do_not_collapse_at_0_and_100_percent(passed, n, low, high):
+    from agentcompass.report.stats import TaskTally, analyse
+
+    tallies = [TaskTally(f"t{i}", 1, 1, int(i < passed), Decimal(1)) for i in range(n)]
+    found = analyse({"s": tallies})["setups"]["s"]
+    for figure in ("pass_at_1", "solved_rate"):
+        assert found[figure]["low"] == pytest.approx(low, abs=2e-6), figure
+        assert found[figure]["high"] == pytest.approx(high, abs=2e-6), figure

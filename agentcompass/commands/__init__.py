@@ -12,4 +12,5 @@ COMMAND_MODULES: dict[str, str] = {
     "env": "agentcompass.commands.env",
     "view": "agentcompass.commands.view",
     "analyze": "agentcompass.commands.analyze",
+    "import": "agentcompass.commands.import_cmd",
 }

@@ -18,6 +18,8 @@ EXAMPLES = """examples:
   agentcompass report results/nightly --bill 'openai/glm@http://gpu-a/v1=a.csv' --hourly-usd 'openai/kimi=40'
                                                            # two endpoints, each priced on its own
   agentcompass report results/nightly --verify             # recompute every figure from the raw files
+  agentcompass report results/deepswe33 --bill STUDY/billing.json --against STUDY/summary.csv
+                                                           # an imported study against its published figures
 """
 
 
@@ -49,11 +51,15 @@ def register(sub: Any) -> None:
                         help="a self-hosted endpoint's hourly rate (default: its preset's pricing.hourly_usd); "
                              "ENDPOINT (model name, or name@base_url) is needed when the results use several")
     parser.add_argument("--bill", action="append", default=[], metavar="[ENDPOINT=]FILE|modal",
-                        help="a self-hosted endpoint's real bill: a JSON/CSV file of (interval_start, cost) rows, "
+                        help="a self-hosted endpoint's real bill: a JSON/CSV file of (interval_start, cost) rows or the cost "
+                             "benchmark's billing.json, "
                              "or 'modal' for Modal's workspace billing report of the run's window; billed over the "
                              "jobs' window only. Naming an ENDPOINT bills its setups by the hour whatever their preset says")
     parser.add_argument("--modal-app", action="append", default=[], metavar="NAME",
                         help="with --bill modal: the endpoint's Modal app (default: the preset's pricing.modal_app)")
+    parser.add_argument("--against", type=Path, metavar="SUMMARY.csv",
+                        help="a published summary (the cost benchmark's summary.csv): every figure compared with the "
+                             "report's, each difference printed; exit 1 on any beyond rounding (also with --verify)")
     parser.add_argument("--open", action="store_true", help="open report.html in the browser")
 
 
@@ -65,6 +71,10 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
 
     setups = load(args.paths)
     out = args.out or args.paths[0] / "report"
+    if args.against is not None:
+        from agentcompass.report.against import read_published
+
+        read_published(args.against)  # a bad file is one line before anything is written
     for note in filter(None, map(unfinished_note, setups)):
         print(f"note: {note}", file=sys.stderr, flush=True)
     if args.verify:
@@ -76,9 +86,14 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     print_table(report["setups"])
     for line in report["banners"]:
         print(f"note: {line}", flush=True)
+    if args.against is not None and against(args.against, report["setups"]):
+        print(f"report: {page or out}", flush=True)
+        return 1
     if page is None:
+        from agentcompass.core.install import pip_install
+
         print(f"report: {out} ({', '.join(CSV_FILES)}, report.json); report.html "
-              f"needs plotly for its charts: pip install 'agentcompass[report]'", flush=True)
+              f"needs plotly for its charts: {pip_install('report')}", flush=True)
         if args.open:
             print("--open: no report.html to open without plotly", file=sys.stderr)
         return 0
@@ -231,7 +246,20 @@ def verify(args: argparse.Namespace, setups: list[Any], out: Path) -> int:
     for mismatch in mismatches:
         print(f"mismatch: {mismatch}", file=sys.stderr)
     print(f"verify: {len(mismatches)} mismatch(es) in {out}" if mismatches else f"verify: every figure in {out} recomputes")
-    return 1 if mismatches else 0
+    differs = args.against is not None and against(args.against, recorded.get("setups") or [])
+    return 1 if mismatches or differs else 0
+
+
+def against(path: Path, rows: list[dict[str, Any]]) -> bool:
+    """Print each figure that differs from the published summary; True when any does."""
+    from agentcompass.report.against import compare
+
+    differences = compare(rows, path)
+    for line in differences:
+        print(f"differs: {line}", file=sys.stderr)
+    print(f"against {path}: {len(differences)} figure(s) differ beyond rounding" if differences
+          else f"against {path}: every published figure agrees (to the cent)", flush=True)
+    return bool(differences)
 
 
 def newer_than_report(setups: list[Any], recorded: dict[str, Any]) -> str | None:

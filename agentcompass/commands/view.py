@@ -63,8 +63,10 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
 
         from agentcompass.view.app import make_app
     except ImportError as exc:
+        from agentcompass.core.install import pip_install
+
         raise UserError(f"agentcompass view needs the 'agents' extra ({exc.name} is missing); "
-                        "pip install 'agentcompass[agents]'") from None
+                        f"{pip_install('agents')}") from None
     hosts = None if not loopback else ["127.0.0.1", "localhost", "::1", "[::1]"]
     listening = bind(args.host, args.port)  # before anything starts: a busy port is one line, not uvicorn's log
     app = make_app(roots, token=token, allowed_hosts=hosts or ["*"])

@@ -69,7 +69,9 @@ def docker_readiness(settings: dict[str, Any], live: bool, config_source: str = 
     import importlib.util
 
     if importlib.util.find_spec("docker") is None:
-        return report.fail("the docker SDK is not installed", "pip install agentcompass")
+        from agentcompass.core.install import checkout
+
+        return report.fail("the docker SDK is not installed", f"pip install -e '{checkout() or '.'}' (the agentcompass checkout)")
     host = os.environ.get("DOCKER_HOST")
     report.facts.append(f"engine: {host} (DOCKER_HOST)" if host else "engine: unix:///var/run/docker.sock (default)")
     if not host and not Path("/var/run/docker.sock").exists():

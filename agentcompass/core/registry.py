@@ -97,5 +97,7 @@ def check_extra(implementation: Any, what: str) -> None:
     if not missing:
         return
     extra = getattr(implementation, "extra", None)
-    fix = f"pip install 'agentcompass[{extra}]'" if extra else f"pip install {' '.join(missing)}"
+    from agentcompass.core.install import pip_install
+
+    fix = pip_install(extra) if extra else f"pip install {' '.join(missing)}"
     raise UserError(f"{what} needs {', '.join(missing)}, not installed here; {fix}")

@@ -52,7 +52,7 @@ class Recipe(Strict):
 class Pricing(Strict):
     # How the report bills the model: by the hour of its own endpoint (split by concurrency) or per
     # token. Unset: self_hosted when hourly_usd is given, else per_token (never guessed from base_url).
-    billing: Literal["self_hosted", "per_token"] | None = None
+    billing: Literal["self_hosted", "per_token", "reported"] | None = None  # reported: the harness's own cost
     input_per_mtok: float | None = None
     output_per_mtok: float | None = None
     cached_per_mtok: float | None = None  # cache reads; default: the input price

@@ -44,6 +44,12 @@ def versions() -> dict[str, str]:
             found[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             continue
+    from agentcompass.core.install import DISTRIBUTION  # ours, under the name it had before (core/install.py)
+
+    try:
+        found["agentcompass"] = metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        pass
     return found
 
 

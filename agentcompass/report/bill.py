@@ -17,12 +17,45 @@ from agentcompass.report.split import Bucket
 HOUR_S = 3600.0
 clock = time.time  # what "now" is for the Modal pull (tests of a run in the future set their own)
 RESOLUTION_S = {"h": HOUR_S, "d": 24 * HOUR_S}
-FILE_HINT = ("a bill is a .json list (or {\"buckets\": [...]}) or a .csv, each row with interval_start "
+FILE_HINT = ("a bill is a .json list (or {\"buckets\": [...]}, or the cost benchmark's billing.json) or a .csv, each row with interval_start "
              "(ISO time with its UTC offset, or epoch seconds) and cost, optionally interval_end (default: one hour later)")
 
 
 class NaiveTime(ValueError):
     """A bill time without a UTC offset: read as UTC it could shift the bill by hours, so it is refused."""
+
+
+class MalformedBill(ValueError):
+    """A bill whose shape is known but one field is wrong: the message names the field."""
+
+
+def cost_bench_rows(bill: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Coding Agent Cost Benchmark's billing.json: `by_hour` rows of the endpoint app's whole cost for
+    each hour (`hour_cost`). Its `billed` is that cost times the share of the hour the study's self-hosted
+    jobs ran: the report makes that share itself (a bill is charged over the jobs' window only), so the
+    hour's whole cost is the interval's cost; a file without hour_cost gives `billed` as a whole hour."""
+    hours = bill["by_hour"]
+    if not isinstance(hours, list):
+        raise MalformedBill(f"by_hour is {type(hours).__name__}, not a list of {{hour, billed}} rows")
+    rows = []
+    for number, hour in enumerate(hours, 1):
+        if not isinstance(hour, dict):
+            raise MalformedBill(f"by_hour[{number - 1}] is {type(hour).__name__}, not an object with hour and billed")
+        field_of_cost = "hour_cost" if "hour_cost" in hour else "billed"
+        for field in ("hour", field_of_cost):
+            if hour.get(field) in (None, ""):
+                raise MalformedBill(f"by_hour[{number - 1}].{field} is missing; each row needs hour (ISO time with "
+                                    "its offset) and hour_cost (USD)")
+        try:
+            cost = Decimal(str(hour[field_of_cost]))
+            seconds(hour["hour"])
+        except (InvalidOperation, ValueError) as exc:
+            raise MalformedBill(f"by_hour[{number - 1}]: {exc if isinstance(exc, NaiveTime) else 'not a time or amount'} "
+                                f"(hour {hour['hour']!r}, {field_of_cost} {hour[field_of_cost]!r})") from None
+        if not cost.is_finite() or cost < 0:
+            raise MalformedBill(f"by_hour[{number - 1}].{field_of_cost} is {hour[field_of_cost]!r}; expected an amount >= 0 in USD")
+        rows.append({"interval_start": hour["hour"], "cost": cost})
+    return rows
 
 
 def key(name: str) -> str:
@@ -73,11 +106,17 @@ def read_bill(path: Path) -> list[Bucket]:
             rows: Any = list(csv.DictReader(text.splitlines()))
         else:
             rows = json.loads(text)
-            rows = rows.get("buckets") if isinstance(rows, dict) else rows
+            if isinstance(rows, dict) and "by_hour" in rows:
+                rows = cost_bench_rows(rows)
+            else:
+                rows = rows.get("buckets") if isinstance(rows, dict) else rows
+            if not isinstance(rows, list):
+                raise MalformedBill("the file is neither a list of rows nor {\"buckets\": [...]} nor a billing.json "
+                                    "with by_hour")
         buckets = buckets_of(rows)
     except OSError as exc:
         raise UserError(f"--bill {path}: cannot read it ({exc.strerror}); {FILE_HINT}") from None
-    except NaiveTime as exc:
+    except (NaiveTime, MalformedBill) as exc:
         raise UserError(f"--bill {path}: {exc}") from None
     except (ValueError, KeyError, TypeError, AttributeError, InvalidOperation) as exc:
         raise UserError(f"--bill {path}: not a bill ({type(exc).__name__}: {exc}); {FILE_HINT}") from None

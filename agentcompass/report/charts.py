@@ -25,7 +25,9 @@ def import_plotly() -> Any:
         import plotly.io
         from plotly.subplots import make_subplots
     except ImportError:
-        raise UserError("the report's charts need plotly: pip install 'agentcompass[report]'") from None
+        from agentcompass.core.install import pip_install
+
+        raise UserError(f"the report's charts need plotly: {pip_install('report')}") from None
     # Plotly's "auto" engine writes orjson's spelling of the charts' data when orjson happens to be
     # installed and the standard library's otherwise: pin one, so a page reads the same everywhere.
     plotly.io.json.config.default_engine = "json"

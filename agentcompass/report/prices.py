@@ -133,5 +133,9 @@ def litellm_prices(name: str) -> TokenPrices | None:
 
 
 def prices_of(model: dict[str, Any]) -> TokenPrices | None:
-    """The model's per-token prices: the preset's, else litellm's map; None when neither knows it."""
+    """The model's per-token prices: the preset's, else litellm's map; None when neither knows it, or
+    when the preset says `pricing.billing: reported` (the harness's own cost is the cost, as for an
+    imported study that kept costs but not the cache split its tokens would need to be priced)."""
+    if (model.get("pricing") or {}).get("billing") == "reported":
+        return None
     return preset_prices(model.get("pricing") or {}) or litellm_prices(str(model.get("name") or ""))

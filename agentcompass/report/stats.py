@@ -1,6 +1,8 @@
 """95 % intervals for the report's rates and cost per solved task, and paired differences.
 
-The method: a percentile bootstrap over tasks. A resample draws as many tasks as the setup ran,
+pass@1 and the solved rate: Wilson score intervals over the setup's tasks (report/intervals.py says
+why: the bootstrap collapses at 0 %, 100 % and on small samples). Cost per solved task and the
+paired differences: a percentile bootstrap over tasks. A resample draws as many tasks as the setup ran,
 with replacement; every attempt of a drawn task comes with it (attempts of one task are not
 independent, tasks are). Each figure is a ratio of two sums over the tasks, recomputed on every
 resample; the interval is the 2.5th and 97.5th percentiles of the recomputed values.
@@ -31,8 +33,10 @@ RESAMPLES = 2000
 SEED = 0
 CONFIDENCE = 0.95
 METHOD = {
-    "method": "percentile bootstrap over tasks (a resample draws the setup's tasks with replacement, each with "
-              "all its attempts); setups run on the same tasks share the draws, so their differences are paired",
+    "method": "pass@1 and solved rate: Wilson score interval over the setup's tasks (n = tasks); cost per solved "
+              "task and paired differences: percentile bootstrap over tasks (a resample draws the setup's tasks "
+              "with replacement, each with all its attempts); setups run on the same tasks share the draws, so "
+              "their differences are paired",
     "resamples": RESAMPLES, "seed": SEED, "confidence": CONFIDENCE,
 }
 FIGURES = ("pass_at_1", "solved_rate", "cost_per_solved_usd")
@@ -151,10 +155,24 @@ def analyse(setups: dict[str, list[TaskTally]], extra_cost: dict[str, Decimal | 
         for name in names:
             per_setup[name] = {f: bounds(f, values[name][f]) if known[name] or f != "cost_per_solved_usd"
                                else {"low": None, "high": None} for f in FIGURES}
+            per_setup[name].update(rate_bounds(ordered[name]))
         for i, a in enumerate(names):
             for b in names[i + 1:]:
                 pairs.append(pair(a, b, ordered, values, len(task_ids), known, extra))
     return {"setups": {name: per_setup[name] for name in setups}, "pairs": pairs}
+
+
+def rate_bounds(tallies: list[TaskTally]) -> dict[str, dict[str, Any]]:
+    """pass@1 and the solved rate as Wilson intervals over the tasks that count for each."""
+    from agentcompass.report.intervals import wilson
+
+    out = {}
+    for figure, n in (("pass_at_1", sum(1 for t in tallies if t.graded)), ("solved_rate", len(tallies))):
+        rate = total(tallies, figure)
+        found = None if rate is None else wilson(rate, n, CONFIDENCE)
+        low, high = found if found else (None, None)
+        out[figure] = {"low": rounded(figure, low), "high": rounded(figure, high)}
+    return out
 
 
 def pair(a: str, b: str, tallies: dict[str, list[TaskTally]], values: dict[str, dict[str, list]], tasks: int,

@@ -47,8 +47,10 @@ def read_hf_dataset(name: str, split: str) -> tuple[dict[str, Any], ...]:
     try:
         from datasets import load_dataset
     except ImportError as exc:
+        from agentcompass.core.install import pip_install
+
         raise UserError("loading SWE-bench from the Hugging Face hub needs `datasets`; "
-                        "pip install 'agentcompass[swebench]' or pass --benchmark-params '{\"path\": FILE}'") from exc
+                        f"{pip_install('swebench')} or pass --benchmark-params '{{\"path\": FILE}}'") from exc
     from agentcompass.formats.sources import hub_endpoint, offline_unless_hub_answers
 
     offline = not Path(name).exists() and offline_unless_hub_answers()

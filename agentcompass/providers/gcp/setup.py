@@ -116,7 +116,9 @@ def gcp_readiness(settings: Any, live: bool, config_source: str = "") -> Readine
     missing = [m for m in SDK_MODULES if importlib.util.find_spec(m.rpartition(".")[0] or m) is None
                or importlib.util.find_spec(m) is None]
     if missing:
-        return report.fail(f"the GCP SDKs are not installed ({', '.join(missing)})", "pip install 'agentcompass[gcp]'")
+        from agentcompass.core.install import pip_install
+
+        return report.fail(f"the GCP SDKs are not installed ({', '.join(missing)})", pip_install("gcp"))
     source = credentials_source(settings.credentials_file, config_source)
     project, project_from = project_source(settings.project_id, config_source)
     region = settings.region or settings.zone.rsplit("-", 1)[0]

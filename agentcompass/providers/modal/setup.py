@@ -127,7 +127,9 @@ def modal_readiness(provider: Any, live: bool, config_source: str = "") -> Readi
     `live`, whether Modal accepts them (the client's hello)."""
     report = Readiness()
     if importlib.util.find_spec("modal") is None:
-        return report.fail("the modal SDK is not installed", "pip install 'agentcompass[modal]'")
+        from agentcompass.core.install import pip_install
+
+        return report.fail("the modal SDK is not installed", pip_install("modal"))
     try:
         credentials = provider._credentials(config_source)
     except UserError as exc:
