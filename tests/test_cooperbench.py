@@ -221,7 +221,8 @@ def test_a_patch_that_does_not_apply_makes_the_merge_missing_input(fixture_confi
     task_dir = fixture_config.parent / "dataset" / "tiny_calc_task" / "task7"
     name = f"ac-cb-test-{uuid.uuid4().hex[:8]}"
     sandbox = DockerProvider().open(SandboxSpec(name=name, workdir="/workspace/repo", build_context=task_dir,
-                                                build_args={"BASE_IMAGE": base_image}, labels={"agentcompass": "1", "run": name}))
+                                                build_args={"BASE_IMAGE": base_image}, labels={"agentcompass": "1", "run": name},
+                                                image_entrypoint=False))  # runner.sh is the grader's to run
     try:
         sandbox.exec("mkdir -p /patches")
         trial = TrialContext("t", 1, tmp_path, name)

@@ -46,6 +46,10 @@ class SandboxSpec:
     lifetime_s: float | None = None  # hard cap on the sandbox's life, for cloud providers
     log_dir: Path | None = None  # where the provider may write build logs for this trial
     compose: "ComposeSpec | None" = None  # docker-compose services: the sandbox is their `client`
+    # The image's ENTRYPOINT runs, with the keep-alive as its arguments, as Harbor's and Terminal-Bench's compose
+    # files run it (a service it starts is up for the agent and the tests). False: the keep-alive replaces it, as
+    # an official harness that runs its own commands in the image does (CooperBench's ENTRYPOINT is its test runner).
+    image_entrypoint: bool = True
 
     @property
     def needs_image(self) -> bool:

@@ -39,6 +39,7 @@ class Task:
     build_timeout_s: float | None = None
     agent_setup_scale: float = 1.0  # the run's agent-setup timeout multiplier, for a harness's own setup limit
     compose: ComposeSpec | None = None  # docker-compose services around the sandbox
+    image_entrypoint: bool = True  # see SandboxSpec
     # What the task hands its agent beyond the shell, by field (Harbor's mcp_servers, skills_dir): only a
     # harness naming the field in its `task_tools` may run the task (see harnesses/base.py).
     agent_tools: dict[str, Any] = field(default_factory=dict)
@@ -68,6 +69,7 @@ class Task:
             lifetime_s=self.lifetime_s(harness_limit_s),
             log_dir=log_dir,
             compose=self.compose,
+            image_entrypoint=self.image_entrypoint,
         )
 
     def lifetime_s(self, harness_limit_s: float | None = None) -> float | None:

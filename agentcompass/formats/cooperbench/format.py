@@ -136,6 +136,7 @@ class CooperbenchFormat:
             build_context=context,
             build_args=dict(recipe.build_args),
             **recipe_limits(recipe, DEFAULT_AGENT_TIMEOUT, DEFAULT_VERIFY_TIMEOUT),
+            image_entrypoint=False,  # its ENTRYPOINT is runner.sh, which CooperBench's harness runs as a command
             data={"repo": repo, "task_number": number, "task_dir": str(task_dir), "features": list(features),
                   "setting": self.setting, "feature_texts": {str(f): t for f, t in texts.items()}},
         )

@@ -140,7 +140,9 @@ class DockerProvider:
             **(host_options(client, spec.name) if client else {}),
             **hardened_options(settings, client),
         )
-        create = dict(image=image, command=KEEP_ALIVE, working_dir=spec.workdir or None,
+        keep_alive = {"command": KEEP_ALIVE} if spec.image_entrypoint else {"entrypoint": KEEP_ALIVE[:1],
+                                                                           "command": KEEP_ALIVE[1:]}
+        create = dict(image=image, **keep_alive, working_dir=spec.workdir or None,
                       environment={**spec.env, **(PROXY_ENV if egress else {})},
                       labels={**spec.labels, OWNER_LABEL: self._owner}, name=spec.name,
                       host_config=host_config, detach=True)
@@ -174,7 +176,8 @@ class DockerProvider:
         sandbox.public_network = public or "none"
         try:
             api.start(created["Id"])
-            if not client and self._has_entrypoint(image) and entrypoint_exited(api, sandbox.id, spec.name):
+            if not client and spec.image_entrypoint and self._has_entrypoint(image) \
+                    and entrypoint_exited(api, sandbox.id, spec.name):
                 api.remove_container(sandbox.id, force=True, v=True)
                 sandbox.id = api.create_container(**{**create, "entrypoint": KEEP_ALIVE[:1], "command": KEEP_ALIVE[1:]})["Id"]
                 api.start(sandbox.id)

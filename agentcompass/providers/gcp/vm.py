@@ -82,6 +82,12 @@ def startup_script(name: str, spec: SandboxSpec, s: Any) -> str:
     run += [f"--memory={memory}m"] if memory else []
     run += [a for k, v in spec.labels.items() for a in ("--label", f"{k}={v}")]
     run += [a for k, v in spec.env.items() for a in ("-e", f"{k}={v}")]
+    keep_alive_only = f"{' '.join(q(a) for a in run)} --entrypoint {KEEP_ALIVE[0]} {image} {' '.join(q(a) for a in KEEP_ALIVE[1:])}"
+    if spec.image_entrypoint:
+        start = (f"{' '.join(q(a) for a in run)} {image} {' '.join(q(a) for a in KEEP_ALIVE)} && {{ {settled(name)} || "
+                 f"{{ docker rm -f {name} >/dev/null; {keep_alive_only}; }}; }}")
+    else:  # the image's ENTRYPOINT is not the task's to run (spec.image_entrypoint)
+        start = keep_alive_only
     return "\n".join([
         "#!/bin/bash", f"# agentcompass: bring up the task container of {name}",
         f"mkdir -p {state} && exec >>{state}/startup.log 2>&1",
@@ -90,10 +96,7 @@ def startup_script(name: str, spec: SandboxSpec, s: Any) -> str:
         f"[ -e {state}/status ] || {{ echo {METADATA_BLOCKED_STATUS} > {state}/status.part && "
         f"mv {state}/status.part {state}/status; }}; exit 1; }}",
         f"[ -e {state}/status ] && exit 0  # a reboot starts no second container",
-        f"( {get_image} ) && {{ docker rm -f {name} >/dev/null 2>&1; "
-        f"{' '.join(q(a) for a in run)} {image} {' '.join(q(a) for a in KEEP_ALIVE)} && {{ {settled(name)} || "
-        f"{{ docker rm -f {name} >/dev/null; {' '.join(q(a) for a in run)} --entrypoint {KEEP_ALIVE[0]} {image} "
-        f"{' '.join(q(a) for a in KEEP_ALIVE[1:])}; }}; }}; }}",
+        f"( {get_image} ) && {{ docker rm -f {name} >/dev/null 2>&1; {start}; }}",
         f"echo $? > {state}/status.part && mv {state}/status.part {state}/status", ""])
 
 
