@@ -263,8 +263,9 @@ def write_sweep(run_root: Path, order: list[str] | None = None) -> list[dict[str
             "reasoning": config.get("model", {}).get("reasoning"),
             "status": run_info.get("status"),
             **{k: summary.get(k) for k in SWEEP_FIELDS},
-            # until `agentcompass report` splits it by concurrency or by the bill; no model call: exactly $0
-            "cost_is_estimate": bool(summary.get("model_calls")),
+            # until `agentcompass report` splits it by concurrency or by the bill; no model call: exactly $0; an
+            # unknown cost (an unpriced model) is no estimate either
+            "cost_is_estimate": bool(summary.get("model_calls")) and summary.get("cost_usd") is not None,
         })
     write_json(run_root / "sweep.json", {"runs": rows})
     return rows
