@@ -38,7 +38,7 @@ def test_list_envs_without_the_cloud_sdks_says_what_to_install_and_where_to_look
     for env in ("modal", "gcp"):
         status = lines[env][lines[env].index("[not ready"):]
         assert status.endswith(f"; see `agentcompass env check {env}`]"), status  # whole, with the promised hint
-        assert f"pip install 'agentcompass[{env}]'" in status, status
+        assert f"pip install -e '{REPO}[{env}]'" in status, status  # this checkout's extra, not the index's namesake
 
 
 # -- edge 5: `env check modal|gcp` without their SDK -------------------------------------------
@@ -50,7 +50,7 @@ def test_env_check_without_the_sdk_is_not_ready_with_numbered_steps(tmp_path, en
     assert lines[0] == f"env {env}: not ready"
     assert "not installed" in lines[1]
     steps = lines[lines.index("setup:") + 1:]
-    assert steps[0] == f"  1. pip install 'agentcompass[{env}]'", checked.stdout
+    assert steps[0] == f"  1. pip install -e '{REPO}[{env}]'", checked.stdout
     assert checked.stderr == ""
 
 
@@ -73,7 +73,7 @@ def test_report_without_plotly_then_verify_checks_what_was_written(small_run, tm
     verified = without("plotly", "report", str(small_run), "--out", str(out), "--verify", cwd=tmp_path)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "mismatch" not in verified.stderr and "every figure" in verified.stdout
-    assert "report.html not checked" in verified.stdout and "agentcompass[report]" in verified.stdout
+    assert "report.html not checked" in verified.stdout and f"{REPO}[report]" in verified.stdout
 
 
 # -- edge 8: a setup that spent nothing -------------------------------------------------------

@@ -20,7 +20,7 @@ def test_wheel_install_runs_the_demo_from_another_directory(tmp_path):
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(REPO),
                             "-w", str(wheels)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
-    (wheel,) = wheels.glob("agentcompass-*.whl")
+    (wheel,) = wheels.glob("agentcompass_runner-*.whl")  # the distribution's name (pyproject), wheel-normalized
     venv = tmp_path / "venv"
     python = make_venv(venv)  # the dependencies come from this environment, agentcompass from the wheel
     installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],

@@ -57,7 +57,9 @@ def missing_sdk(cls: Any, env: str) -> Any:
     if not missing:
         return None
     extra = getattr(cls, "extra", None)
-    install = f"pip install 'agentcompass[{extra}]'" if extra else f"pip install {' '.join(missing)}"
+    from agentcompass.core.install import pip_install
+
+    install = pip_install(extra) if extra else f"pip install {' '.join(missing)}"
     return Readiness().fail(f"SDK: {', '.join(missing)} not installed", install, f"agentcompass env check {env}")
 
 

@@ -240,8 +240,10 @@ def verify(args: argparse.Namespace, setups: list[Any], out: Path) -> int:
 
     page = installed("plotly")
     if not page:  # as `report` wrote none: the CSVs and JSON still carry every figure
-        print("verify: report.html not checked: its charts need plotly, not installed here "
-              "(pip install 'agentcompass[report]')", flush=True)
+        from agentcompass.core.install import pip_install
+
+        print(f"verify: report.html not checked: its charts need plotly, not installed here ({pip_install('report')})",
+              flush=True)
     mismatches = check(setups, pricing_of(args, setups, recorded), out, page)
     for mismatch in mismatches:
         print(f"mismatch: {mismatch}", file=sys.stderr)
