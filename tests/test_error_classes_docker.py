@@ -35,8 +35,13 @@ def test_a_failing_agents_spoiled_sandbox_stays_a_failed_attempt_in_the_base(tmp
     for task in ("replaces-the-shell", "erases-the-reward"):
         row = rows[task]
         assert (row["status"], row["error_category"], row["retries"]) == ("failed", None, 0), (task, row)
-        assert row["details"]["error_class"] == "AgentSpoiledSandboxError", row
-    assert "could not" in rows["replaces-the-shell"]["message"] or "exit 99" in rows["replaces-the-shell"]["message"]
+    # The replaced shell is caught by whichever check sees it first: the verifier's changed-files check (tampered,
+    # naming it) or, where that did not run, the spoiled-sandbox probe. Either way: failed, in the base, not retried.
+    shell = rows["replaces-the-shell"]
+    assert any("/usr/bin/bash" in e for e in shell["details"].get("tampered", [])) or (
+        shell["details"].get("error_class") == "AgentSpoiledSandboxError"
+        and ("could not" in shell["message"] or "exit 99" in shell["message"])), shell
+    assert rows["erases-the-reward"]["details"]["error_class"] == "AgentSpoiledSandboxError", rows["erases-the-reward"]
     assert "still ran beside the verifier" in rows["erases-the-reward"]["message"]
     assert "rm -f /logs/verifier/reward.txt" in rows["erases-the-reward"]["message"]
     honest = rows["honest-writes-no-reward"]

@@ -141,8 +141,9 @@ def test_a_harness_that_needs_a_model_refuses_none(cli, tmp_path):
 
 
 def test_bad_harness_params_are_user_errors(cli, tmp_path):
+    # --no-model-check: the endpoint's one-token check comes before the harness is made (it would import litellm)
     proc = cli("run", "demo", "mini_swe_agent", "glm-5.2", "--harness-params", '{"prompt_config": "no-such-config"}',
-               "--results-dir", str(tmp_path / "r"), cwd=tmp_path, env=isolated_env(tmp_path))
+               "--no-model-check", "--results-dir", str(tmp_path / "r"), cwd=tmp_path, env=isolated_env(tmp_path))
     assert proc.returncode == 2 and "prompt_config 'no-such-config' not found" in proc.stderr
     proc = cli("run", "demo", "mini_swe_agent", "glm-5.2", "--harness-params", '{"step_limt": 3}',
                "--results-dir", str(tmp_path / "r"), cwd=tmp_path)

@@ -55,7 +55,7 @@ def unusable(sandbox: "Sandbox") -> str | None:
     """Why the sandbox cannot run a trivial command any more (timed out, failed, refused), None when it can.
     A lost sandbox (the engine says it is gone) raises SandboxLost: that is the infrastructure's."""
     try:
-        result = sandbox.exec(PROBE, timeout=PROBE_TIMEOUT_S, user="root", cwd="/")
+        result = sandbox.exec(PROBE, timeout=PROBE_TIMEOUT_S, user="root")
     except SandboxLost:
         raise
     except TrialError as exc:
@@ -74,7 +74,7 @@ def foreign_processes(sandbox: "Sandbox") -> list[str]:
     if callable(getattr(sandbox, "host_path", None)):
         return []
     try:
-        result = sandbox.exec(LIST_FOREIGN, timeout=PROBE_TIMEOUT_S, user="root", cwd="/", env={PROBE_MARK: "1"})
+        result = sandbox.exec(LIST_FOREIGN, timeout=PROBE_TIMEOUT_S, user="root", env={PROBE_MARK: "1"})
     except TrialError:
         return []
     return [line.strip() for line in result.stdout.splitlines() if line.strip()][:20]

@@ -128,7 +128,12 @@ def echo_watchers(mark: str, when: str, paths: tuple[str, ...]) -> str:
     links = " -o ".join(f"-lname {shlex.quote(p)} -o -lname {shlex.quote(p + '/*')}" for p in paths)
     return (f"{{ pat=$(stat -c %i {targets} 2>/dev/null | while read -r i; do printf 'ino:%x |' \"$i\"; done); "
             f"{{ [ -z \"$pat\" ] || grep -lE \"^inotify.*(${{pat%|}})\" /proc/[0-9]*/fdinfo/*; "
-            f"find /proc/[0-9]*/fd -maxdepth 1 \\( {links} \\); }} 2>/dev/null | cut -d/ -f3 | sort -u | "
+            # the same file, not only the same path: a process of another sandbox on a shared kernel (a fake
+            # Modal, a host without PID namespaces) holds its own /logs/verifier under that path
+            f"ids=\" $(stat -L -c %d:%i {targets} 2>/dev/null | tr '\\n' ' ')\"; "
+            f"find /proc/[0-9]*/fd -maxdepth 1 \\( {links} \\) | while read -r f; do "
+            f"case \"$ids\" in *\" $(stat -L -c %d:%i \"$f\" 2>/dev/null) \"*) echo \"$f\";; esac; done; "
+            f"}} 2>/dev/null | cut -d/ -f3 | sort -u | "
             f"while read -r pid; do e=$(tr '\\0' '\\n' < /proc/$pid/environ) || continue; "
             f"printf '%s\\n' \"$e\" | grep -qxF \"{EXEC_MARK}=${EXEC_MARK}\" || "
             f"echo \"{mark} watcher {when} $pid $(cat /proc/$pid/comm)\"; done; }} 2>/dev/null")
