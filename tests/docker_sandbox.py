@@ -4,6 +4,7 @@ Harbor task and recipe writers, and container lookups by label."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -14,6 +15,9 @@ from agentcompass.core.sandbox import SandboxSpec
 
 
 REPO = Path(__file__).resolve().parent.parent
+# The sandbox tests' run label, one per worker process: a module's teardown removes its run's network (as a run's
+# end does), which must not pull it from under another worker's module still opening sandboxes on it.
+RUN_LABEL = f"pytest-docker-{os.getpid()}"
 
 
 def unique(prefix: str) -> str:
@@ -55,7 +59,7 @@ def provider(base_image):
 
     made = DockerProvider()
     yield made
-    made.end_run("pytest-docker")  # the run's network, as a run removes it when it ends
+    made.end_run(RUN_LABEL)  # the run's network, as a run removes it when it ends
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +78,7 @@ def open_sandbox(provider, plain_context, tmp_path):
 
     def opener(target=None, **fields):
         fields.setdefault("build_context", plain_context)
-        spec = SandboxSpec(name=unique("ac-test"), labels={"agentcompass": "1", "run": "pytest-docker"},
+        spec = SandboxSpec(name=unique("ac-test"), labels={"agentcompass": "1", "run": RUN_LABEL},
                            log_dir=tmp_path, **fields)
         box = (target or provider).open(spec)
         opened.append(box)

@@ -10,7 +10,7 @@ import pytest
 
 from agentcompass.core.sandbox import TRUNCATION_MARK
 
-from docker_sandbox import containers, inspect, open_sandbox, plain_context, provider, unique  # noqa: F401 (fixtures)
+from docker_sandbox import RUN_LABEL, containers, inspect, open_sandbox, plain_context, provider, unique  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.docker
 
@@ -38,7 +38,7 @@ def test_container_gets_limits_labels_workdir_and_env(open_sandbox):
     assert info["HostConfig"]["NanoCpus"] == 1_000_000_000
     assert info["HostConfig"]["Memory"] == 256 * 1024 * 1024
     assert info["Config"]["Labels"]["agentcompass"] == "1"
-    assert info["Config"]["Labels"]["run"] == "pytest-docker"
+    assert info["Config"]["Labels"]["run"] == RUN_LABEL
     assert info["State"]["Running"]
     result = box.exec("pwd; echo $GREETING; cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes")
     assert result.stdout.split() == ["/work/here", "hi", str(256 * 1024 * 1024)]
