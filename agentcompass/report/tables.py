@@ -5,6 +5,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from agentcompass.report.bill import seconds
+from agentcompass.report.concurrency import concurrency
 from agentcompass.report.costs import Costs
 from agentcompass.report.load import Setup, Trial
 from agentcompass.report.split import MICRO
@@ -23,6 +25,8 @@ SETUP_COLUMNS = [
     "retry_cost_usd", "interrupted_attempts", "reported_cost_usd", "cost_difference_pct",
     # added by issue 36 (the count cannot be gamed): attempts failed for evidence the agent attacked the verdict or count
     "tampered",
+    # added by issue 41 (a page to publish): when the setup ran, and how many of its attempts ran at once
+    "first_started_at", "last_finished_at", "peak_concurrency", "avg_concurrency",
 ]
 # The scoring module's figures a setup row takes as they are (incomplete_by_category: report.json only).
 SUMMARY_FIELDS = ("passed", "failed", "errors", "incomplete", "incomplete_by_category", "not_run", "complete",
@@ -196,7 +200,17 @@ def add_setup_figures(rows: list[dict[str, Any]], setups: list[Setup], costs: Co
             **{f"{figure}_{end}": bounds[figure][end] for figure in ("pass_at_1", "solved_rate") for end in ("low", "high")},
             "cost_per_solved_low_usd": bounds["cost_per_solved_usd"]["low"],
             "cost_per_solved_high_usd": bounds["cost_per_solved_usd"]["high"],
+            **run_window(setup),
         })
+
+
+def run_window(setup: Setup) -> dict[str, Any]:
+    """When the setup's attempts ran (first start, last end, as recorded) and how many ran at once."""
+    results = [t.result for t in setup.trials]
+    peak, average = concurrency((seconds(r.started_at), seconds(r.finished_at)) for r in results)
+    return {"first_started_at": min((r.started_at for r in results), key=seconds, default=None),
+            "last_finished_at": max((r.finished_at for r in results), key=seconds, default=None),
+            "peak_concurrency": peak, "avg_concurrency": average}
 
 
 def difficulty_rows(setups: list[Setup]) -> list[dict[str, Any]]:
