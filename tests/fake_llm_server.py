@@ -68,6 +68,7 @@ class FakeLLM:
     stall_s: float = 600.0
     requests: list[Recorded] = field(default_factory=list)
     checks: list[Recorded] = field(default_factory=list)  # requests offering no tools (preflight, titles)
+    headers_seen: list[dict[str, str]] = field(default_factory=list)  # every POST's headers, names lower-cased
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @staticmethod
@@ -317,6 +318,7 @@ class FakeLLMServer:
                 except json.JSONDecodeError:
                     body = {}
                 api = route_api(self.path)
+                fake.headers_seen.append({k.lower(): v for k, v in self.headers.items()})
                 if self.path.split("?", 1)[0].rstrip("/").endswith("/messages/count_tokens"):
                     return self.send_json(200, {"input_tokens": 100})
                 if api is None:

@@ -45,6 +45,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "gateway_check": "agentcompass.gateway.server:check_gateway",
         "endpoint_check": "agentcompass.gateway.check:check_endpoint",
         "settle_costs": "agentcompass.report.runcost:settle",
+        "named_endpoint": "agentcompass.endpoints.lifecycle:resolve_named",
     },
 }
 

@@ -75,6 +75,9 @@ class Upstream:
     cleared: frozenset[tuple[str, ...]] = frozenset()  # fields other tiers set: removed from what the client sent
     connect_timeout_s: float = 10.0
     request_timeout_s: float = 600.0
+    # The preset's model.params.extra_headers (e.g. a Modal endpoint's proxy token, Modal-Key / Modal-Secret):
+    # sent upstream on every call, never shown to the agent, whose own headers cannot replace them.
+    extra_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def url(self, path: str) -> str:
         return f"{self.base_url}/{path}" if self.shape == "openai" else f"{self.base_url}/v1/{path}"
@@ -88,6 +91,7 @@ class Upstream:
                 headers["x-api-key"] = self.key
         elif self.key:
             headers["authorization"] = f"Bearer {self.key}"
+        headers.update({name.lower(): value for name, value in self.extra_headers})
         return headers
 
     def scrub(self, content: bytes) -> bytes:

@@ -166,8 +166,9 @@ def upstream_of(model: "ModelConfig") -> Upstream:
     if shape == "anthropic":  # the root: clients and litellm name it with or without /v1(/messages)
         base = base.removesuffix("/messages").removesuffix("/v1")
     tier = request_fields(model)
+    extra = tuple((str(k), str(v)) for k, v in (model.params.get("extra_headers") or {}).items())
     return Upstream(shape, base, name, api_key(model), tier, cleared_fields(model.reasoning_map, tier),
-                    model.connect_timeout_s, model.request_timeout_s)
+                    model.connect_timeout_s, model.request_timeout_s, extra)
 
 
 def check_gateway(resolved: "ResolvedConfig", tasks: list["Task"], provider: Any) -> None:
