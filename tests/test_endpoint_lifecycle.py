@@ -14,6 +14,7 @@ import fake_modal_endpoints as fake_modal
 from conftest import run_cli
 from fake_llm_server import FakeLLM, FakeLLMServer
 from mini_demo import FIX_COMMANDS, ONLY_TASK, files_containing, isolated_env, read_trials, run_dir
+from modal_sdk import live, real_modal  # noqa: F401  (the opt-in live fixtures: --run-modal and credentials)
 
 PROXY_KEY, PROXY_SECRET = "wk-proxy-7f3a", "ws-proxy-secret-91c2"
 
@@ -146,3 +147,28 @@ def test_the_gateway_sends_the_presets_extra_headers_upstream_over_whatever_the_
     sent = upstream.headers({"modal-key": "wk-agents-own", "openai-beta": "x"})
     assert (sent["modal-key"], sent["modal-secret"]) == (PROXY_KEY, PROXY_SECRET)
     assert PROXY_SECRET not in repr(upstream)
+
+
+def test_live_a_small_endpoint_comes_up_is_reused_and_goes_down(live, tmp_path):  # noqa: F811
+    """Opt in: `pytest --run-modal` with Modal credentials. Brings a small model up on the real Modal (billed while
+    it provisions and serves: minutes of one GPU), checks a second `up` reuses it, then stops it whatever happened."""
+    models = tmp_path / "conf" / "models"
+    models.mkdir(parents=True)
+    (models / "live-small.yaml").write_text(textwrap.dedent("""
+        name: openai/Qwen/Qwen3-0.6B
+        api: openai
+        pricing: {billing: self_hosted, hourly_usd: 1.0}
+        endpoint: {modal: {name: agentcompass-live-test, model: Qwen/Qwen3-0.6B, scaledown_window_s: 60}}
+    """))
+    args = ("live-small", "--env", "modal", "--config-dir", str(tmp_path / "conf"))
+    try:
+        up = run_cli("endpoint", "up", *args, "--wait-s", "1200", timeout=1500)
+        assert up.returncode == 0, up.stderr
+        assert "is live at https://" in up.stdout
+        again = run_cli("endpoint", "up", *args, timeout=300)
+        assert again.returncode == 0 and "reusing it" in again.stdout
+    finally:
+        down = run_cli("endpoint", "down", *args, timeout=300)
+    assert down.returncode == 0, down.stderr
+    assert run_cli("endpoint", "status", *args, timeout=300).returncode == 1
+
