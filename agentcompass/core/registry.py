@@ -27,6 +27,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "cooperbench": "agentcompass.formats.cooperbench.format:CooperbenchFormat",
         "harbor": "agentcompass.formats.harbor.format:HarborFormat",
         "swebench": "agentcompass.formats.swebench.format:SwebenchFormat",
+        "swebench_pro": "agentcompass.formats.swebench_pro.format:SwebenchProFormat",
         "terminal_bench": "agentcompass.formats.terminal_bench.format:TerminalBenchFormat",
     },
     "harness": {
