@@ -6,7 +6,9 @@ upstream key. The gateway (a Starlette app under uvicorn, in a background thread
 (a) sets the preset's upstream model and reasoning tier on every request, whatever the client sent;
 (b) meters every call from the upstream's usage into the trial's model_calls.jsonl and totals;
 (c) holds the real key. Upstream 5xx and unreachable endpoints reach the client as 5xx and are
-counted (`errors_5xx`), so the harness can call an outage infra; a 401 passes through.
+counted (`errors_5xx`), so the harness can call an outage infra; a 401 passes through; (d) records the status it
+answered each call with (`statuses`): the installed harnesses read the error class from it, never from what the
+agent printed (harnesses/installed.py).
 
 Reachability: a local sandbox reaches it on 127.0.0.1; a docker container through its network's
 gateway address (a task without internet is moved from `none` onto the run's internal network,
@@ -63,7 +65,8 @@ class GatewayEndpoint:
     def usage(self) -> dict[str, Any]:
         """This trial's calls so far: tokens_in, tokens_out, tokens_cached, tokens_cache_write, calls (answered 2xx),
         generation_s, errors_5xx; and errors (every failed call), cost_usd, cost_known; capped (a spend cap's
-        reason, or None), refused (requests the policy did not forward)."""
+        reason, or None), refused (requests the policy did not forward), statuses (each forwarded call's HTTP status
+        as the agent got it, in order)."""
         return self.meter.totals()
 
 
@@ -78,6 +81,9 @@ class TrialMeter:
         self.policy = policy or RequestPolicy()
         self.run_spend = run_spend or RunSpend(SpendCaps())
         self.errors_5xx = 0
+        # The HTTP status of each model call as this gateway answered it, in order: what the harness reads the error
+        # class from (never what the agent printed, which its tools can forge). Not the gateway's own refusals.
+        self.statuses: list[int] = []
         self.capped = threading.Event()  # set at the first call refused at a cap: the harness stops the agent
         self.cap_reason: str | None = None
         self.refusals: dict[str, int] = {}  # requests the policy refused, by reason (never forwarded, not calls)
@@ -129,6 +135,7 @@ class TrialMeter:
     def record(self, seconds: float, status: int, tokens: tuple[int, int, int, int] | None) -> None:
         ok = 200 <= status < 300
         with self._lock:
+            self.statuses.append(status)
             before = self.meter.usage.cost_usd
             self.meter.waited(seconds, failed=not ok)
             if ok:
@@ -146,7 +153,8 @@ class TrialMeter:
                     "tokens_cache_write": usage.tokens_cache_write,
                     "calls": usage.model_calls, "generation_s": round(usage.generation_s, 6),
                     "errors_5xx": self.errors_5xx, "errors": usage.model_errors, "cost_usd": usage.cost_usd,
-                    "cost_known": usage.cost_known, "capped": self.cap_reason, "refused": sum(self.refusals.values())}
+                    "cost_known": usage.cost_known, "capped": self.cap_reason, "refused": sum(self.refusals.values()),
+                    "statuses": list(self.statuses)}
 
 
 def upstream_of(model: "ModelConfig") -> Upstream:
@@ -369,19 +377,16 @@ class Gateway:
 
     def _internal_network(self, api: Any) -> str:
         """The run's internal bridge network (no route out), created on first use, removed at stop."""
+        from agentcompass.providers.docker.run_network import ICC_OFF, create_shared_network
+        from agentcompass.providers.remote import OWNER_LABEL, process_owner
+
         safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in self.run_name)[:40]
         name = f"ac-gateway-{safe}-{self.port}"
-        import docker
-
         with self._lock:
             if not any(known == name for _, known in self._networks):
-                try:
-                    api.create_network(name, driver="bridge", internal=True, check_duplicate=True,
-                                       labels={"agentcompass": "1", "run": self.run_name},
-                                       options={"com.docker.network.bridge.enable_icc": "false"})  # trials never reach each other
-                except docker.errors.APIError as exc:
-                    if exc.status_code != 409:  # 409: left by an earlier session of this run; used again
-                        raise
+                # Owned by this process: a run killed before its stop leaves it, and the next run reaps it (run_network).
+                labels = {"agentcompass": "1", "run": self.run_name, OWNER_LABEL: process_owner("gateway")}
+                create_shared_network(api, name, labels, internal=True, options=ICC_OFF)  # trials never reach each other
                 self._networks.append((api, name))
         return name
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 # shell ignores SIGTERM and SIGINT (the kernel drops them for a namespace's init that set no handler), as the
 # official `sleep infinity` does; close() removes the container by force.
 KEEP_ALIVE = ["/bin/sh", "-c", "while :; do sleep 3600 & wait $!; done"]
+NETWORK_REMAKES = 3  # how often a start remakes the run network another job of the run removed meanwhile
 START_HINT = ("start the engine (`sudo systemctl start docker`, or run `sudo dockerd` in another terminal; "
               "on macOS/Windows open Docker Desktop) or point DOCKER_HOST at a running engine")
 
@@ -65,7 +66,7 @@ class DockerProvider:
         self._lock = threading.Lock()
         self.images = DockerImages(lambda: self.client, self.settings)
         self._owner = process_owner(uuid.uuid4().hex[:8])  # labels our containers, for the name-clash rule
-        self.run_network = RunNetwork(lambda: self.client.api)
+        self.run_network = RunNetwork(lambda: self.client.api, self._owner)
         self._entrypoints: dict[str, bool] = {}  # image -> it has an ENTRYPOINT (a run's images do not change under it)
 
     # -- engine --------------------------------------------------------------------------
@@ -175,18 +176,33 @@ class DockerProvider:
             sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own, egress=egress)
         sandbox.public_network = public or "none"
         try:
-            api.start(created["Id"])
+            self._start(created["Id"], spec, public)
             if not client and spec.image_entrypoint and self._has_entrypoint(image) \
                     and entrypoint_exited(api, sandbox.id, spec.name):
                 api.remove_container(sandbox.id, force=True, v=True)
                 sandbox.id = api.create_container(**{**create, "entrypoint": KEEP_ALIVE[:1], "command": KEEP_ALIVE[1:]})["Id"]
-                api.start(sandbox.id)
+                self._start(sandbox.id, spec, public)
         except docker.errors.APIError as exc:
             sandbox.close()
             raise InfraError(f"cannot start container {spec.name} from {image}: {one_line(exc.explanation or exc)}") from exc
         if switches and not spec.allow_internet:
             sandbox.set_network("no-network")
         return sandbox
+
+    def _start(self, container: str, spec: SandboxSpec, public: str | None) -> None:
+        """Start a created container. A container joins its network only when it starts, so another job of the run
+        that ended meanwhile with no container on the run's network removed it ("network ... not found"): the
+        network is made anew and the start tried again, as the create path does."""
+        import docker
+
+        for tries_left in range(NETWORK_REMAKES, -1, -1):
+            try:
+                self.client.api.start(container)
+                return
+            except docker.errors.APIError as exc:
+                if not (public and not self.settings.network and missing_network(exc)) or not tries_left:
+                    raise
+                self.public_network(spec, again=True)
 
     def _has_entrypoint(self, image: str) -> bool:
         if image not in self._entrypoints:
