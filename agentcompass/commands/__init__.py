@@ -13,4 +13,5 @@ COMMAND_MODULES: dict[str, str] = {
     "view": "agentcompass.commands.view",
     "analyze": "agentcompass.commands.analyze",
     "import": "agentcompass.commands.import_cmd",
+    "regrade": "agentcompass.commands.regrade",
 }
