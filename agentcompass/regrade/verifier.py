@@ -34,6 +34,8 @@ def with_verifier_from(recipe: Recipe, run: RunConfig, tasks: list[Task], folder
     if not folder.is_dir():
         raise UserError(f"--verifier-from {folder}: no such folder; pass a folder holding the changed task folders")
     params = {k: v for k, v in recipe.params.items() if k not in SELECTION}
+    if "path" in params:  # a dataset folder given at run time (--benchmark-params '{"path": ...}') wins over source
+        params["path"] = str(folder.resolve())
     changed_recipe = recipe.model_copy(update={"source": {"path": str(folder.resolve())}, "params": params})
     try:
         changed = {task.id: scaled(task, run) for task in resolve("format", recipe.format)(changed_recipe).load()}

@@ -23,11 +23,13 @@ SETUP_COLUMNS = [
     "retry_cost_usd", "interrupted_attempts", "reported_cost_usd", "cost_difference_pct",
     # added by issue 36 (the count cannot be gamed): attempts failed for evidence the agent attacked the verdict or count
     "tampered",
+    # added by issue 42: pass^k (all k attempts pass) beside pass@k, both with their intervals (report/reliability.py)
+    "pass_hat_k", "pass_hat_k_low", "pass_hat_k_high", "pass_at_k_low", "pass_at_k_high",
 ]
 # The scoring module's figures a setup row takes as they are (incomplete_by_category: report.json only).
 SUMMARY_FIELDS = ("passed", "failed", "errors", "incomplete", "incomplete_by_category", "not_run", "complete",
                   "scoring_rule", "tampering", "tampered", "pass_at_1", "pass_at_1_tasks", "pass_at_k", "pass_at_k_tasks",
-                  "solved_tasks", "solved_rate")
+                  "solved_tasks", "solved_rate", "pass_hat_k")
 TASK_COLUMNS = ["task_id", "setup", "attempts", "graded", "passed", "cost_usd"]
 PAIR_COLUMNS = ["a", "b", "tasks", *[f"{figure}_{part}" for figure in ("pass_at_1", "solved_rate", "cost_per_solved_usd")
                                      for part in ("diff", "low", "high", "differs")]]
