@@ -287,3 +287,38 @@ def test_a_swebench_run_regraded_grades_the_kept_patch_again(cli, calc_repo, cal
         assert regraded[IDS[kind]]["details"].get("PASS_TO_PASS") == original[IDS[kind]]["details"].get("PASS_TO_PASS")
     refused = cli("regrade", str(run_dir), "--run-name", "sb-2", "--verifier-from", str(tmp_path))
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "dataset" in refused.stderr
+
+
+# -- local: the workspace --------------------------------------------------------------------
+def test_a_local_run_regraded_from_its_workspace_and_a_forged_one_never_reaches_the_host(cli, tmp_path):
+    root, conf = tmp_path / "tasks", tmp_path / "conf"
+    # An honest absolute link (as a venv's bin/python) is part of the work and comes back as a link.
+    make_task(root, "lp", solve="echo 42 > /app/answer.txt; ln -s /etc /app/etclink",
+              test='if [ "$(cat /app/answer.txt)" = 42 ] && [ -L /app/etclink ]; then echo 1; else echo 0; fi '
+                   "> /logs/verifier/reward.txt")
+    make_task(root, "lf", solve="echo 41 > /app/answer.txt",
+              test='if [ "$(cat /app/answer.txt)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt')
+    make_recipe(conf, "rgl", root, runs_on_host=True)
+    done = cli("run", "rgl", "oracle", "none", "--env", "local", "--config-dir", str(conf),
+               "--results-dir", str(tmp_path / "res"), "--run-name", "r")
+    assert done.returncode == 0, done.stderr
+    run_dir = tmp_path / "res" / "r" / "rgl__oracle__none__local"
+    again = cli("regrade", str(run_dir))
+    assert again.returncode == 0, again.stderr
+    assert statuses(tmp_path / "res" / "r-regrade" / run_dir.name) == statuses(run_dir) == {"lp": "passed", "lf": "failed"}
+
+    outside = tmp_path / "host-dir"
+    outside.mkdir()
+    archive = run_dir / "tasks" / "lf" / "attempt-1" / "kept" / "changes.tar"
+    with tarfile.open(archive, "w") as tar:
+        link = tarfile.TarInfo("app/out")
+        link.type, link.linkname = tarfile.SYMTYPE, str(outside)
+        tar.addfile(link)
+        info = tarfile.TarInfo("app/out/pwned")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"42\n"))
+    forged = cli("regrade", str(run_dir), "--run-name", "forged", "--tasks", "lf")
+    assert forged.returncode == 0, forged.stderr
+    assert list(outside.iterdir()) == []
+    row = rows_of(tmp_path / "res" / "forged" / run_dir.name)["lf"]
+    assert row["status"] == "error" and "cannot restore the kept state" in row["message"], row

@@ -9,7 +9,7 @@ from typing import Any
 EXAMPLES = """examples:
   agentcompass regrade results/r1/demo__mini_swe_agent__gpt-5__docker
   agentcompass regrade results/r1/demo__mini_swe_agent__gpt-5__docker --verifier-from fixed-tasks/ --run-name r1-fixed
-  agentcompass report results/r1 results/r1-fixed --paired     # the verdicts that changed
+  agentcompass report results/r1 results/r1-fixed              # the verdicts that flipped
 """
 
 
@@ -40,6 +40,6 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
         prepared.resolved.run.task_concurrency = args.task_concurrency
     summary = execute(prepared, ["regrade", *argv[1:]])
     print_summary(summary, prepared.run_dir)
-    print(f"regraded {args.run_dir} -> {prepared.run_dir}; compare: agentcompass report "
-          f"{args.run_dir.parent} {prepared.run_dir.parent} --paired")
+    print(f"regraded {args.run_dir} -> {prepared.run_dir}; the verdicts that flipped: agentcompass report "
+          f"{args.run_dir.parent} {prepared.run_dir.parent}")
     return 0
