@@ -322,3 +322,23 @@ def test_a_local_run_regraded_from_its_workspace_and_a_forged_one_never_reaches_
     assert list(outside.iterdir()) == []
     row = rows_of(tmp_path / "res" / "forged" / run_dir.name)["lf"]
     assert row["status"] == "error" and "cannot restore the kept state" in row["message"], row
+
+
+# -- CooperBench (a merged patch) on docker --------------------------------------------------
+@pytest.mark.docker
+def test_a_cooperbench_coop_run_regraded_grades_the_kept_merged_patch_again(cli, base_image, tmp_path):
+    from cooperbench_factory import make_config_dir, make_dataset
+
+    config = make_config_dir(tmp_path, make_dataset(tmp_path), base_image)
+    pair = "tiny_calc_task/task7/f1+f3"  # the pair whose patches conflict and merge with the union driver
+    done = cli("run", "cooperbench_tiny", "oracle", "none", "--env", "docker", "--config-dir", str(config),
+               "--benchmark-params", json.dumps({"setting": "coop", "sample_ids": [pair]}),
+               "--results-dir", str(tmp_path / "res"), "--run-name", "cb", timeout=600)
+    assert done.returncode == 0, done.stderr
+    [run_dir] = [p.parent for p in (tmp_path / "res" / "cb").glob("*/summary.json")]
+    again = cli("regrade", str(run_dir), timeout=600)
+    assert again.returncode == 0, again.stderr
+    original, regraded = rows_of(run_dir)[pair], rows_of(tmp_path / "res" / "cb-regrade" / run_dir.name)[pair]
+    assert original["status"] == regraded["status"] == "passed", regraded
+    assert regraded["details"]["merged_diff"] == original["details"]["merged_diff"]
+    assert [r["passed"] for r in regraded["details"]["feature_results"]] == [True, True]

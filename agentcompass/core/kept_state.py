@@ -52,7 +52,7 @@ def keep_sandbox_state(sandbox: "Sandbox", trial: "TrialContext", cap_mb: float)
     if cap_bytes <= 0:
         state["reason"] = "run.kept_state_cap_mb is 0: no filesystem state is kept"
     elif not callable(export):
-        state["reason"] = "this env cannot list what its sandbox changed (docs/regrade.md: modal, gcp, local)"
+        state["reason"] = "this env cannot list what its sandbox changed (docs/regrade.md: modal, gcp)"
     else:
         os.makedirs(archive.parent, exist_ok=True)
         try:

@@ -211,10 +211,14 @@ class TrialRunner:
 
     def _keep(self, sandbox: "TimedSandbox", trial: TrialContext, outcome: AgentOutcome) -> dict[str, Any]:
         """What a regrade needs of a shared sandbox (core/kept_state.py): the outcome and the final filesystem,
-        taken before the verifier writes anything; a harness that only submits left no state of an agent's."""
-        keep_outcome(trial, outcome)
+        taken before the verifier writes anything; a harness that only submits left no state of an agent's. An env
+        that cannot list its sandbox's changes (modal, gcp) keeps nothing: no file written per trial for nothing."""
         if getattr(self.harness, "submits_only", False):
+            keep_outcome(trial, outcome)
             return {}
+        if self.kept_state_cap_mb <= 0 or not callable(getattr(sandbox.inner, "export_changes", None)):
+            return {}
+        keep_outcome(trial, outcome)
         return {"kept_state": kept_summary(keep_sandbox_state(sandbox.inner, trial, self.kept_state_cap_mb))}
 
     def _open_extra(self, spec: "SandboxSpec", extras: list["TimedSandbox"]) -> "TimedSandbox":

@@ -102,6 +102,10 @@ class ReplayRunner(TrialRunner):
         artifacts = kept.dir / "artifacts"
         if artifacts.is_dir():
             shutil.copytree(artifacts, trial.dir / "artifacts", symlinks=True)  # links stay links, never followed
+        for name in getattr(self.task_format, "kept_files", ()):  # what else the format's grade reads of the attempt
+            source = kept.dir / name
+            if source.is_file() and not source.is_symlink():
+                shutil.copyfile(source, trial.dir / name)
         if fresh:
             self.task_format.stage_grading(task, sandbox, trial)
             return

@@ -61,7 +61,8 @@ class OriginalRun:
         if not outcome_file.is_file():
             if recorded.status == "error":
                 return f"the original attempt ended in an error before it was graded ({recorded.message[:160]})"
-            return "the original attempt kept nothing to grade again (recorded before agentcompass kept attempts' state)"
+            return ("the original attempt kept nothing to grade again: its env keeps no sandbox state (modal, gcp), "
+                    "run.kept_state_cap_mb was 0, or it was recorded before agentcompass kept state (docs/regrade.md)")
         try:
             outcome = AgentOutcome.model_validate_json(outcome_file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
