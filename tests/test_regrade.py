@@ -40,6 +40,22 @@ def test_pass_hat_k_is_the_chance_that_all_k_attempts_pass():
     assert pass_at_k(2, 1, 2) == 1.0
 
 
+def test_an_agent_error_the_original_was_graded_after_decides_the_regrade_too(tmp_path):
+    """A BadRequestError's reward never counts (Harbor's table): the regrade gets the same error back by name."""
+    from agentcompass.core.errors import BadRequestError
+    from agentcompass.core.task import AgentOutcome
+    from agentcompass.regrade.replay import agent_error_of
+    from agentcompass.regrade.source import Kept
+
+    recorded = result("t", 1, "error").model_copy(update={"details": {"error_class": "BadRequestError"}})
+    kept = Kept(tmp_path, AgentOutcome(exit_status="agent_error", message="400 from the model"), None, "", recorded)
+    error = agent_error_of(kept)
+    assert type(error) is BadRequestError and str(error) == "400 from the model" and not error.reward_counts
+    verifier = recorded.model_copy(update={"details": {"error_class": "VerifierTimeoutError"}})
+    assert agent_error_of(Kept(tmp_path, kept.outcome, None, "", verifier)) is None
+    assert agent_error_of(Kept(tmp_path, AgentOutcome(exit_status="timeout"), None, "", recorded)) is None
+
+
 def test_the_report_gives_pass_hat_k_with_its_interval(tmp_path):
     from agentcompass.report.reliability import add_reliability
 
@@ -63,9 +79,9 @@ def harbor_tasks(root: Path, base: str, flipped: bool) -> None:
     """The tasks, or (`flipped`) their changed verifiers: flip-down's now wants 8, flip-up's 8 too."""
     image = HARBOR_IMAGE.format(base=base)
 
-    def task(name: str, answer: str, want: str, extra: str = "") -> None:
+    def task(name: str, answer: str, want: str, extra: str = "", agent_timeout: float = 60) -> None:
         make_task(root, name, solve=f"echo {answer} > /app/answer.txt; rm /app/old.txt; {extra}",
-                  test=ANSWER_TEST.format(want=want), dockerfile=image)
+                  test=ANSWER_TEST.format(want=want), dockerfile=image, agent_timeout=agent_timeout)
 
     task("keep-pass", "42", "42")
     # It writes its own reward file: never read as the verdict, then or now.
@@ -76,6 +92,8 @@ def harbor_tasks(root: Path, base: str, flipped: bool) -> None:
     # state is checked as the agent's changes are).
     task("planted", "42", "42", f"echo 'import os' > {HOOK}")
     task("big", "42", "42", "head -c 400000 /dev/urandom > /app/big.bin")
+    # Its agent times out after its work: graded, the outcome's exit status carried into the regrade.
+    task("slow", "42", "42", "sleep 30", agent_timeout=2)
 
 
 def statuses(run_dir: Path) -> dict[str, str]:
@@ -94,7 +112,7 @@ def harbor_run(base_image, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("regrade-harbor")
     harbor_tasks(tmp / "tasks", base_image, flipped=False)
     harbor_tasks(tmp / "changed", base_image, flipped=True)
-    for name in ("keep-pass", "keep-fail", "planted", "big"):  # the changed folder holds only what changed
+    for name in ("keep-pass", "keep-fail", "planted", "big", "slow"):  # the changed folder holds only what changed
         import shutil
 
         shutil.rmtree(tmp / "changed" / name)
@@ -112,7 +130,7 @@ def test_a_harbor_run_regraded_gives_the_same_verdicts_and_exactly_the_changed_v
     tmp, run_dir = harbor_run
     original = rows_of(run_dir)
     assert statuses(run_dir) == {"keep-pass": "passed", "keep-fail": "failed", "flip-down": "passed",
-                                 "flip-up": "failed", "planted": "failed", "big": "passed"}
+                                 "flip-up": "failed", "planted": "failed", "big": "passed", "slow": "passed"}
     assert original["planted"]["details"]["tampered"]
     kept = run_dir / "tasks" / "keep-pass" / "attempt-1" / "kept"
     with tarfile.open(kept / "changes.tar") as archive:  # the agent's layer: its file, its deletion as a whiteout
@@ -131,6 +149,7 @@ def test_a_harbor_run_regraded_gives_the_same_verdicts_and_exactly_the_changed_v
         {t: s for t, s in statuses(run_dir).items() if t != "big"}
     assert regraded["planted"]["details"]["tampered"] == original["planted"]["details"]["tampered"]
     assert regraded["keep-fail"]["details"]["tampering"] == ["/logs/verifier/reward.txt"]
+    assert regraded["slow"]["agent_exit_status"] == original["slow"]["agent_exit_status"] == "timeout"
     assert regraded["big"]["status"] == "error" and "cannot regrade" in regraded["big"]["message"]
     assert "exceed run.kept_state_cap_mb" in regraded["big"]["message"]
     link = json.loads((same_dir / "run.json").read_text())["regrade_of"]
@@ -144,8 +163,8 @@ def test_a_harbor_run_regraded_gives_the_same_verdicts_and_exactly_the_changed_v
 
     report = cli("report", str(run_dir.parent), str(same_dir.parent), str(changed_dir.parent), "--out", str(tmp / "rep"))
     assert report.returncode == 0, report.stderr
-    assert "0 of 5 verdicts flipped" in report.stdout, report.stdout
-    assert "2 of 5 verdicts flipped" in report.stdout
+    assert "0 of 6 verdicts flipped" in report.stdout, report.stdout
+    assert "2 of 6 verdicts flipped" in report.stdout
     assert "flip-down attempt 1: passed -> failed" in report.stdout and "flip-up attempt 1: failed -> passed" in report.stdout
     assert "big attempt 1: not regraded: cannot regrade" in report.stdout
     pairs = json.loads((tmp / "rep" / "report.json").read_text())["regrades"]
@@ -159,7 +178,7 @@ def test_a_harbor_run_regraded_gives_the_same_verdicts_and_exactly_the_changed_v
 
     with TestClient(make_app([tmp / "res"]), base_url="http://127.0.0.1") as client:
         page = client.get("/run", params={"run": f"0/changed/{run_dir.name}"})
-    assert page.status_code == 200 and "2 of 5 verdicts flipped" in page.text
+    assert page.status_code == 200 and "2 of 6 verdicts flipped" in page.text
     assert "flip-up attempt 1: failed &rarr; passed" in page.text
 
 

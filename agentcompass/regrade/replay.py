@@ -14,7 +14,7 @@ import shutil
 import time
 from pathlib import Path
 
-from agentcompass.core.errors import InfraError, TaskRefused, TrialError
+from agentcompass.core.errors import AgentError, InfraError, TaskRefused, TrialError
 from agentcompass.core.context import TrialContext
 from agentcompass.core.results import TrialResult, now_iso
 from agentcompass.core.task import Task, Usage
@@ -84,7 +84,7 @@ class ReplayRunner(TrialRunner):
                 raise
             graded = True
             return self._result(task, attempt, started, t0, timings, outcome, exc, {**origin, **sandbox_details(sandbox)},
-                                trial=trial)
+                                trial=trial, agent_error=agent_error_of(kept))
         finally:
             with Phase(timings, "close"):
                 try:
@@ -94,7 +94,7 @@ class ReplayRunner(TrialRunner):
                     close_after(sandbox, graded, task.id, attempt)
         timings["commands"] = round(sandbox.command_s, 4)
         return self._result(task, attempt, started, t0, timings, outcome, None, {**grade.details, **details, **origin},
-                            grade, trial)
+                            grade, trial, agent_error=agent_error_of(kept))
 
     def _put_back(self, task: Task, sandbox: "TimedSandbox", trial: TrialContext, kept: Kept, fresh: bool) -> None:
         """Fresh grading: the collected artifacts into the new attempt's folder, then the format's grading stage
@@ -116,3 +116,17 @@ class ReplayRunner(TrialRunner):
                                 f"({type(sandbox.inner).__name__}); regrade on docker")
         assert kept.archive is not None
         restore(kept.archive)
+
+
+def agent_error_of(kept: Kept) -> AgentError | None:
+    """The agent's error the original attempt was graded after (its class by name, its message), so that the same
+    table decides the regraded verdict (a BadRequestError's reward never counts, a timeout's does)."""
+    name = kept.recorded.details.get("error_class")
+    if kept.outcome.exit_status != "agent_error" or not isinstance(name, str):
+        return None
+    classes, found = [AgentError], None
+    while classes and found is None:
+        current = classes.pop()
+        found = current if current.__name__ == name else None
+        classes += current.__subclasses__()
+    return found(kept.outcome.message) if found is not None else None

@@ -22,6 +22,7 @@ class Kept:
     outcome: AgentOutcome
     archive: Path | None
     why_no_archive: str
+    recorded: TrialResult
 
 
 @dataclass
@@ -75,4 +76,4 @@ class OriginalRun:
                 why = str(state.get("reason") or "no archive was kept")
             except (OSError, ValueError):
                 why = "no filesystem state was kept"
-        return Kept(folder, outcome, archive if archive.is_file() else None, why)
+        return Kept(folder, outcome, archive if archive.is_file() else None, why, recorded)
