@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from agentcompass.core.errors import UserError
 from agentcompass.core.prepare import PreparedRun, prepare
 from agentcompass.core.run_dir import read_run_json, run_dir_of
-from agentcompass.core.schema import ResolvedConfig
+from agentcompass.core.schema import SPEND_CAPS, ResolvedConfig
+from agentcompass.core.secret_values import MASK
 from agentcompass.regrade.replay import RegradeHarness, ReplayRunner
 from agentcompass.regrade.source import OriginalRun
 from agentcompass.regrade.verifier import with_verifier_from
@@ -31,13 +32,19 @@ def prepare_regrade(run_dir: Path, tasks: list[str] | None, verifier_from: Path 
         first = exc.errors()[0]
         raise UserError(f"{run_dir}/run.json: its config does not validate ({'.'.join(map(str, first['loc']))}: "
                         f"{first['msg']}); regrade it with the agentcompass version that ran it") from exc
+    # A credential run.json masked is left to where the env finds it otherwise (its variables, its own files).
+    extra = resolved.env.model_extra or {}
+    for key in [k for k, v in extra.items() if v == MASK]:
+        del extra[key]
     old_name = str(resolved.run.run_name)
     name = run_name or f"{old_name}-regrade"
     if name == old_name:
         raise UserError(f"--run-name {name} is the original run's own name; a regrade is a new run beside it: pick another")
     results_root = run_dir.resolve().parent.parent
+    # No agent runs, so no model is called: the original's spend caps (held at the model gateway) have nothing to cap.
     resolved.run = resolved.run.model_copy(update={"run_name": name, "results_dir": str(results_root), "new_run": False,
-                                                   "keep_environment": False, "retry_errors": True})
+                                                   "keep_environment": False, "retry_errors": True,
+                                                   **{cap: None for cap in SPEND_CAPS}})
     if tasks:
         unknown = sorted(set(tasks) - original.task_ids())
         if unknown:
