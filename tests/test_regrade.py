@@ -94,6 +94,13 @@ def harbor_tasks(root: Path, base: str, flipped: bool) -> None:
     task("big", "42", "42", "head -c 400000 /dev/urandom > /app/big.bin")
     # Its agent times out after its work: graded, the outcome's exit status carried into the regrade.
     task("slow", "42", "42", "sleep 30", agent_timeout=2)
+    # A separate verifier (DeepSWE's way): graded on the collected artifacts in the verifier's own image.
+    separate = make_task(root, "separate", solve="echo 7 > /app/answer.txt", dockerfile=image,
+                         test=ANSWER_TEST.format(want="8" if flipped else "7"))
+    toml = (separate / "task.toml").read_text().replace("[verifier]\ntimeout_sec = 60\n",
+                                                         '[verifier]\ntimeout_sec = 60\nenvironment_mode = "separate"\n')
+    (separate / "task.toml").write_text('artifacts = ["/app/answer.txt"]\n' + toml)
+    (separate / "tests" / "Dockerfile").write_text(f"FROM {base}\nCOPY test.sh /tests/test.sh\n")
 
 
 def statuses(run_dir: Path) -> dict[str, str]:
@@ -130,7 +137,8 @@ def test_a_harbor_run_regraded_gives_the_same_verdicts_and_exactly_the_changed_v
     tmp, run_dir = harbor_run
     original = rows_of(run_dir)
     assert statuses(run_dir) == {"keep-pass": "passed", "keep-fail": "failed", "flip-down": "passed",
-                                 "flip-up": "failed", "planted": "failed", "big": "passed", "slow": "passed"}
+                                 "flip-up": "failed", "planted": "failed", "big": "passed", "slow": "passed",
+                                 "separate": "passed"}
     assert original["planted"]["details"]["tampered"]
     kept = run_dir / "tasks" / "keep-pass" / "attempt-1" / "kept"
     with tarfile.open(kept / "changes.tar") as archive:  # the agent's layer: its file, its deletion as a whiteout
@@ -159,17 +167,18 @@ def test_a_harbor_run_regraded_gives_the_same_verdicts_and_exactly_the_changed_v
     assert changed.returncode == 0, changed.stderr
     changed_dir = tmp / "res" / "changed" / run_dir.name
     flips = {t: (statuses(run_dir)[t], s) for t, s in statuses(changed_dir).items() if s != statuses(run_dir)[t]}
-    assert flips == {"flip-down": ("passed", "failed"), "flip-up": ("failed", "passed"), "big": ("passed", "error")}
+    assert flips == {"flip-down": ("passed", "failed"), "flip-up": ("failed", "passed"), "separate": ("passed", "failed"),
+                     "big": ("passed", "error")}
 
     report = cli("report", str(run_dir.parent), str(same_dir.parent), str(changed_dir.parent), "--out", str(tmp / "rep"))
     assert report.returncode == 0, report.stderr
-    assert "0 of 6 verdicts flipped" in report.stdout, report.stdout
-    assert "2 of 6 verdicts flipped" in report.stdout
+    assert "0 of 7 verdicts flipped" in report.stdout, report.stdout
+    assert "3 of 7 verdicts flipped" in report.stdout
     assert "flip-down attempt 1: passed -> failed" in report.stdout and "flip-up attempt 1: failed -> passed" in report.stdout
     assert "big attempt 1: not regraded: cannot regrade" in report.stdout
     pairs = json.loads((tmp / "rep" / "report.json").read_text())["regrades"]
-    assert sorted((f["task_id"], f["now"]) for p in pairs for f in p["flipped"]) == [("flip-down", "failed"),
-                                                                                    ("flip-up", "passed")]
+    assert sorted((f["task_id"], f["now"]) for p in pairs for f in p["flipped"]) == [
+        ("flip-down", "failed"), ("flip-up", "passed"), ("separate", "failed")]
 
     # The viewer's page of the regrade lists the same flips.
     from starlette.testclient import TestClient
@@ -178,7 +187,7 @@ def test_a_harbor_run_regraded_gives_the_same_verdicts_and_exactly_the_changed_v
 
     with TestClient(make_app([tmp / "res"]), base_url="http://127.0.0.1") as client:
         page = client.get("/run", params={"run": f"0/changed/{run_dir.name}"})
-    assert page.status_code == 200 and "2 of 6 verdicts flipped" in page.text
+    assert page.status_code == 200 and "3 of 7 verdicts flipped" in page.text
     assert "flip-up attempt 1: failed &rarr; passed" in page.text
 
 
@@ -361,3 +370,42 @@ def test_a_cooperbench_coop_run_regraded_grades_the_kept_merged_patch_again(cli,
     assert original["status"] == regraded["status"] == "passed", regraded
     assert regraded["details"]["merged_diff"] == original["details"]["merged_diff"]
     assert [r["passed"] for r in regraded["details"]["feature_results"]] == [True, True]
+
+
+# -- docker: the two sources of a container's changes ---------------------------------------
+from docker_sandbox import open_sandbox, plain_context, provider  # noqa: E402,F401 (fixtures)
+
+
+@pytest.mark.docker
+def test_both_sources_of_a_containers_changes_archive_the_same_state_and_restore_it(open_sandbox, tmp_path, monkeypatch):
+    """overlay2's upper dir (read on the host) and the engine's diff + archive API (a remote engine) keep the same
+    files, links and deletions, and either archive restores them into a fresh container."""
+    import agentcompass.providers.docker.sandbox as docker_sandbox
+
+    box = open_sandbox()
+    work = box.exec("echo hi > /app/a && mkdir -p /opt/x && echo y > /opt/x/f && rm /etc/issue && ln -s /etc /app/l",
+                    user="root")
+    assert work.exit_code == 0, work.stderr
+    upper, listed = tmp_path / "upper.tar", tmp_path / "listed.tar"
+    box.export_changes(upper, 10 * 1024 * 1024)
+    monkeypatch.setattr(docker_sandbox, "storage_dirs", lambda inspected: None)  # as where /var/lib/docker is not ours
+    box.export_changes(listed, 10 * 1024 * 1024)
+
+    def members(path: Path) -> set[tuple[str, str, str]]:
+        with tarfile.open(path) as archive:
+            return {(m.name, "dir" if m.isdir() else "link" if m.issym() else "file", m.linkname) for m in archive
+                    if not m.isdir()}
+
+    assert members(upper) == members(listed)
+    assert {("app/a", "file", ""), ("opt/x/f", "file", ""), ("etc/.wh.issue", "file", ""),
+            ("app/l", "link", "/etc")} <= members(listed)
+    fresh = open_sandbox()
+    fresh.restore_changes(listed)
+    state = fresh.exec("cat /app/a /opt/x/f; readlink /app/l; test -e /etc/issue && echo still-there", user="root")
+    assert state.stdout.split() == ["hi", "y", "/etc"], state.stdout
+    from agentcompass.providers.docker.kept import OverCap
+
+    monkeypatch.undo()
+    with pytest.raises(OverCap) as over:
+        box.export_changes(tmp_path / "capped.tar", 4)
+    assert over.value.size == 5 and not (tmp_path / "capped.tar").exists()  # "hi\n" and "y\n": nothing written
