@@ -403,9 +403,20 @@ def test_both_sources_of_a_containers_changes_archive_the_same_state_and_restore
     fresh.restore_changes(listed)
     state = fresh.exec("cat /app/a /opt/x/f; readlink /app/l; test -e /etc/issue && echo still-there", user="root")
     assert state.stdout.split() == ["hi", "y", "/etc"], state.stdout
+    # A folder replaced whole (overlay marks it opaque): restored with none of the image's entries, from either source.
+    replaced = open_sandbox()
+    assert replaced.exec("rm -rf /etc/apt && mkdir /etc/apt && echo n > /etc/apt/new", user="root").exit_code == 0
+    replaced.export_changes(tmp_path / "replaced-listed.tar", 10 * 1024 * 1024)
+    monkeypatch.undo()
+    replaced.export_changes(tmp_path / "replaced-upper.tar", 10 * 1024 * 1024)
+    assert ("etc/apt/.wh..wh..opq", "file", "") in members(tmp_path / "replaced-upper.tar")
+    for source in ("replaced-listed.tar", "replaced-upper.tar"):
+        again = open_sandbox()
+        again.restore_changes(tmp_path / source)
+        assert again.exec("ls -A /etc/apt", user="root").stdout.split() == ["new"], source
+
     from agentcompass.providers.docker.kept import OverCap
 
-    monkeypatch.undo()
     with pytest.raises(OverCap) as over:
         box.export_changes(tmp_path / "capped.tar", 4)
     assert over.value.size == 5 and not (tmp_path / "capped.tar").exists()  # "hi\n" and "y\n": nothing written

@@ -148,8 +148,12 @@ def _whiteout(path: str) -> str:
 
 
 def _is_opaque(folder: str) -> bool:
-    try:
-        return os.getxattr(folder, "trusted.overlay.opaque", follow_symlinks=False) == b"y"
-    except OSError:
-        return False
+    """overlay's mark of a folder whose lower content is hidden (trusted.*; user.* on a userxattr mount)."""
+    for name in ("trusted.overlay.opaque", "user.overlay.opaque"):
+        try:
+            if os.getxattr(folder, name, follow_symlinks=False) == b"y":
+                return True
+        except OSError:
+            continue
+    return False
 
