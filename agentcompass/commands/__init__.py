@@ -14,4 +14,5 @@ COMMAND_MODULES: dict[str, str] = {
     "analyze": "agentcompass.commands.analyze",
     "import": "agentcompass.commands.import_cmd",
     "endpoint": "agentcompass.commands.endpoint",
+    "regrade": "agentcompass.commands.regrade",
 }

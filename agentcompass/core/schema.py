@@ -173,6 +173,8 @@ class RunConfig(Strict):
     sweep_parallel: bool = False  # a -m sweep runs every job at once in one pool (--sweep-parallel)
     processes: int | None = Field(None, ge=1)  # worker processes for the trials; None: one per core past 128 at once
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    # A shared sandbox's final filesystem (its changes since the image) kept for `regrade` up to this size; 0: none
+    kept_state_cap_mb: float = Field(200.0, ge=0)
     # Spend caps, enforced at the model gateway (docs/gateway.md): reached, further calls are refused and the
     # attempt fails with the reason. Tokens are input (cache reads and writes included) plus output.
     max_cost_usd: float | None = Field(None, gt=0)  # the whole run's model spend

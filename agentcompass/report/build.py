@@ -13,6 +13,8 @@ from typing import Any
 
 from agentcompass.report.costs import Costs, EndpointPricing, Group, assign
 from agentcompass.report.load import Setup
+from agentcompass.report.regraded import regrade_pairs
+from agentcompass.report.reliability import add_reliability
 from agentcompass.report.stats import METHOD, analyse
 from agentcompass.report.tables import (PAIR_COLUMNS, SETUP_COLUMNS, TASK_COLUMNS, TRIAL_COLUMNS, add_setup_figures,
                                         cost_outside, difficulty_rows, money, pair_rows, setup_rows, task_rows,
@@ -58,6 +60,7 @@ def build(setups: list[Setup], pricing: Pricing) -> dict[str, Any]:
     tallies = {s.name: task_tallies(s, costs) for s in setups}
     analysis = analyse(tallies, {row["setup"]: cost_outside(row, tallies[row["setup"]]) for row in rows})
     add_setup_figures(rows, setups, costs, analysis["setups"])
+    add_reliability(rows)
     return {
         "generated_at": now_iso(),
         "banners": banners(rows),
@@ -69,6 +72,7 @@ def build(setups: list[Setup], pricing: Pricing) -> dict[str, Any]:
         "tasks": task_rows(setups, tallies),
         "task_difficulty": difficulty_rows(setups),
         "billing": billing(costs),
+        "regrades": regrade_pairs(setups),
     }
 
 

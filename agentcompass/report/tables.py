@@ -27,11 +27,13 @@ SETUP_COLUMNS = [
     "tampered",
     # added by issue 41 (a page to publish): when the setup ran, and how many of its attempts ran at once
     "first_started_at", "last_finished_at", "peak_concurrency", "avg_concurrency",
+    # added by issue 42: pass^k (all k attempts pass) beside pass@k, both with their intervals (report/reliability.py)
+    "pass_hat_k", "pass_hat_k_low", "pass_hat_k_high", "pass_at_k_low", "pass_at_k_high",
 ]
 # The scoring module's figures a setup row takes as they are (incomplete_by_category: report.json only).
 SUMMARY_FIELDS = ("passed", "failed", "errors", "incomplete", "incomplete_by_category", "not_run", "complete",
                   "scoring_rule", "tampering", "tampered", "pass_at_1", "pass_at_1_tasks", "pass_at_k", "pass_at_k_tasks",
-                  "solved_tasks", "solved_rate")
+                  "solved_tasks", "solved_rate", "pass_hat_k")
 TASK_COLUMNS = ["task_id", "setup", "attempts", "graded", "passed", "cost_usd"]
 PAIR_COLUMNS = ["a", "b", "tasks", *[f"{figure}_{part}" for figure in ("pass_at_1", "solved_rate", "cost_per_solved_usd")
                                      for part in ("diff", "low", "high", "differs")]]
