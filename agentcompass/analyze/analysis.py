@@ -51,6 +51,10 @@ def read_text(directory: Path, name: str, limit: int | None = None) -> str:
 
 
 def internet_allowed(details: dict[str, Any]) -> bool | None:
+    """Whether the agent's phase had the internet, as its record says (core/trial.py's agent_network); None
+    where it does not say, or where an allowlist let some hosts through (a download from one is honest)."""
+    if details.get("agent_network") == "allowlist":
+        return None
     if "allow_internet" in details:
         return bool(details["allow_internet"])
     return False if details.get("network_mode") == "none" else None
