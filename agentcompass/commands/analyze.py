@@ -11,6 +11,7 @@ from typing import Any
 EXAMPLES = """examples:
   agentcompass analyze results/nightly                         # every setup of a run name
   agentcompass analyze results/nightly/demo__nop__none__local  # one setup
+  agentcompass analyze results/nightly --flagged-as failed     # and the rates with flagged passes failed
 """
 
 
@@ -19,6 +20,9 @@ def register(sub: Any) -> None:
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
                         help="a run directory, a run name holding several (a sweep), or a results root")
+    parser.add_argument("--flagged-as", choices=["failed"], metavar="failed",
+                        help="also write summary.flagged-as-failed.json: the run's rates with every flagged pass "
+                             "scored as a failure (the run's own trials.jsonl and summary.json are left as they are)")
 
 
 def handle(args: argparse.Namespace, argv: list[str]) -> int:
@@ -36,4 +40,13 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
               f"{s['passed_not_flagged']:>12}  flags: {flags} | failures: {modes}")
     for d in dirs:
         print(f"written: {d / 'analysis.jsonl'}")
+    if args.flagged_as == "failed":
+        from agentcompass.analyze.rescore import RESCORED_FILE, write_rescored
+        from agentcompass.core.scoring import rate
+
+        for d in dirs:
+            rescored = write_rescored(d)
+            print(f"{d.name}: flagged as failed: {len(rescored['flagged_attempts'])} pass(es); pass@1 "
+                  f"{rate(rescored['pass_at_1'])}, solved {rescored['solved_tasks']}/{rescored['tasks']} "
+                  f"(written: {d / RESCORED_FILE})")
     return 0

@@ -6,6 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from agentcompass.report.costs import Costs
+from agentcompass.report.flags import SETUP_FLAG_COLUMNS, TRIAL_FLAG_COLUMNS
 from agentcompass.report.load import Setup, Trial
 from agentcompass.report.split import MICRO
 from agentcompass.report.stats import TaskTally
@@ -23,6 +24,8 @@ SETUP_COLUMNS = [
     "retry_cost_usd", "interrupted_attempts", "reported_cost_usd", "cost_difference_pct",
     # added by issue 36 (the count cannot be gamed): attempts failed for evidence the agent attacked the verdict or count
     "tampered",
+    # added by issue 38 (empty for a setup `agentcompass analyze` never read): flagged attempts, rates with them failed
+    *SETUP_FLAG_COLUMNS,
 ]
 # The scoring module's figures a setup row takes as they are (incomplete_by_category: report.json only).
 SUMMARY_FIELDS = ("passed", "failed", "errors", "incomplete", "incomplete_by_category", "not_run", "complete",
@@ -36,6 +39,7 @@ TRIAL_COLUMNS = [
     "steps", "tokens_in", "tokens_out", "tokens_cached", "orchestration_s", "session_s", "generation_s",
     "started_at", "finished_at",
     "retries", "retry_cost_usd", "reported_cost_usd", "cost_difference_pct",
+    *TRIAL_FLAG_COLUMNS,  # issue 38: the attempt's analysis flags and failure mode
 ]
 DIFFERENCE_SHOWN = Decimal("0.01")  # the harness's own cost is set beside ours when they differ by more
 
