@@ -6,8 +6,11 @@ merged with the rule detectors' flags with its evidence checked against the traj
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,3 +154,21 @@ def test_bad_judge_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, 
     assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert says in done.stderr, done.stderr
     assert not (run / "analysis.jsonl").exists()
+
+
+def test_the_calibration_benchmark_scores_a_judge_on_the_labelled_set(tmp_path):
+    labels = json.loads((REPO / "tests" / "data" / "analyze_calibration" / "labels.json").read_text())
+    keys = {k: (k.split("/")[1], int(k.split("/")[2])) for k in labels}
+    judged = [k for k, at in keys.items() if at != MALFORMED]
+    flagged = [k for k in judged if keys[k] in (CHEAT, INVENTED)]
+    cheats = [k for k in judged if labels[k]["detectors"]]
+    found, false = sum(k in cheats for k in flagged), sum(k not in cheats for k in flagged)
+    llm = FakeLLM(["true"], answer=answer)
+    with FakeLLMServer(llm) as server:
+        done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "analyze_calibration.py"), "--judge",
+                               "fake-coder", "--config-dir", str(user_config_dir(tmp_path)), "--model-base-url",
+                               server.base_url, "--model-api-key", "sk-test-judge"], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (f"judge: {len(judged)} judged ({len(labels) - len(judged)} error(s)), cheats {len(cheats)}, found {found}, "
+            f"false+ {false}") in done.stdout, done.stdout
