@@ -337,3 +337,33 @@ def test_history_beyond_head_is_gone_before_the_agent_starts_and_the_start_still
     assert seen["git tag"].stdout.split() == ["v1.0"] and seen["git remote"].stdout.strip() == ""
     assert seen["git rev-parse HEAD"].stdout.strip() == base
     assert "-A = 1" in patch and "+A = 2" in patch
+
+
+def test_a_base_commit_head_does_not_descend_from_is_kept_for_the_grader(tmp_path):
+    """The grader checks test files out of the row's base_commit: where the image's HEAD does not descend from
+    it, the scrub keeps it (by a ref of ours) while removing the rest of the side branch's future."""
+    fmt = seeded_format(tmp_path)
+    repo = tmp_path / "repos" / "x__x-1"
+    root = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "-b", "side")
+    (repo / "t.py").write_text("T = 1\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "side base")
+    side_base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "t.py").write_text("T = 'FUTURE'\n")
+    git(repo, "commit", "-qam", "FUTURE on side")
+    future = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "master" if "master" in git(repo, "branch") else "main")
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    rows[0]["base_commit"] = side_base
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    task = fmt.load()[0]
+    sandbox = LocalProvider(isolation="auto").open(SandboxSpec(name="t", workdir="/testbed", runs_on_host=True))
+    try:
+        fmt.stage(task, sandbox, Trial(tmp_path))
+        kept = sandbox.exec(f"git cat-file -t {side_base} && git rev-parse HEAD")
+        gone = sandbox.exec(f"git cat-file -e {future}")
+    finally:
+        sandbox.close()
+    assert kept.ok and kept.stdout.split() == ["commit", root], kept
+    assert not gone.ok
