@@ -66,6 +66,8 @@ class FakeLLM:
     delay_s: float = 0.0  # each tool-using reply takes this long (a hung endpoint; overlapping calls in flight)
     stall_after: int | None = None  # after this many successes every tool-using request hangs (for stall_s)
     stall_s: float = 600.0
+    # A request offering no tools that is no 1-token check (an LLM judge's): its reply text, from the body.
+    answer: Any = None  # Callable[[dict], str] | None
     requests: list[Recorded] = field(default_factory=list)
     checks: list[Recorded] = field(default_factory=list)  # requests offering no tools (preflight, titles)
     headers_seen: list[dict[str, str]] = field(default_factory=list)  # every POST's headers, names lower-cased
@@ -127,6 +129,14 @@ class FakeLLM:
 
     def check_reply(self, api: str, body: dict[str, Any], authorization: str) -> tuple[int, Action | dict[str, Any]]:
         status = 401 if self.rejects(authorization) else 200
+        if status == 200 and self.answer is not None and body.get("max_tokens") != 1:
+            text = self.answer(body)
+            # Distinct counts that follow the request and the reply, so a test sums what went over the wire.
+            prompt, completion = 100 + len(json.dumps(body)) // 4, 10 + len(text) // 4
+            usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            with self._lock:
+                self.checks.append(Recorded(body, authorization, status, usage, api=api))
+            return 200, Action(-1, None, text, usage)
         usage = {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10} if status == 200 else None
         with self._lock:
             self.checks.append(Recorded(body, authorization, status, usage, api=api))

@@ -276,7 +276,7 @@ class TrialRunner:
         The error class that decided it is `details.error_class`; an agent error after which the attempt was graded
         keeps the grade's status when the table says its reward counts, and is an error (no valid reward) when not."""
         timings["total"] = round(time.monotonic() - t0, 4)
-        details = dict(details or {})
+        details = {**agent_network(task), **(details or {})}
         if trial is not None and trial.tampering:  # shown in the summary and report; the verdict stands as graded
             details["tampering"] = list(trial.tampering)
         outcome = outcome if outcome is not None else AgentOutcome()
@@ -371,6 +371,14 @@ def close_after(sandbox: "Sandbox", graded: bool, task_id: str, attempt: int) ->
         if not graded:
             raise
         log.warning("closing the sandbox failed; the grade stands", task=task_id, attempt=attempt, error=str(exc))
+
+
+def agent_network(task: Task) -> dict[str, Any]:
+    """The network the agent's phase had, so a reader of the record (analyze's network detector) can tell a
+    forbidden download from an allowed one: a format's per-phase mode (Harbor's [agent] network_mode) over
+    the task's allow_internet. allow_internet is True only for the public internet (an allowlist is not)."""
+    mode = (task.data.get("networks") or {}).get("agent") or ("public" if task.allow_internet else "no-network")
+    return {"allow_internet": mode == "public", "agent_network": mode}
 
 
 def sandbox_details(sandbox: "Sandbox") -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from agentcompass.report.bill import seconds
 from agentcompass.report.charts import chart_html, coinciding, pareto, plotted
+from agentcompass.report.flags import flagged_banner
 from agentcompass.report.page_tables import (bill_table, costs_table, hours, moment, pairs_table, points, setups_table,
                                              signed_usd, task_grid, usd)
 
@@ -83,6 +84,9 @@ def banners(report: dict[str, Any]) -> list[str]:
     if report["pricing"].get("estimate") and any("hourly split" in (s["cost_basis"] or "") for s in report["setups"]):
         out.append('<div class="banner estimate" id="banner-estimate">Self-hosted costs are <b>estimates</b> from an '
                    "hourly rate, not a bill: pass <code>--bill</code> for the real figure.</div>")
+    flagged = flagged_banner(report["setups"])
+    if flagged:
+        out.append(flagged)
     return out
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from agentcompass.report.bill import seconds
 from agentcompass.report.concurrency import concurrency
 from agentcompass.report.costs import Costs
+from agentcompass.report.flags import SETUP_FLAG_COLUMNS, TRIAL_FLAG_COLUMNS
 from agentcompass.report.load import Setup, Trial
 from agentcompass.report.split import MICRO
 from agentcompass.report.stats import TaskTally
@@ -29,6 +30,8 @@ SETUP_COLUMNS = [
     "first_started_at", "last_finished_at", "peak_concurrency", "avg_concurrency",
     # added by issue 42: pass^k (all k attempts pass) beside pass@k, both with their intervals (report/reliability.py)
     "pass_hat_k", "pass_hat_k_low", "pass_hat_k_high", "pass_at_k_low", "pass_at_k_high",
+    # added by issue 38 (empty for a setup `agentcompass analyze` never read): flagged attempts, rates with them failed
+    *SETUP_FLAG_COLUMNS,
 ]
 # The scoring module's figures a setup row takes as they are (incomplete_by_category: report.json only).
 SUMMARY_FIELDS = ("passed", "failed", "errors", "incomplete", "incomplete_by_category", "not_run", "complete",
@@ -42,6 +45,7 @@ TRIAL_COLUMNS = [
     "steps", "tokens_in", "tokens_out", "tokens_cached", "orchestration_s", "session_s", "generation_s",
     "started_at", "finished_at",
     "retries", "retry_cost_usd", "reported_cost_usd", "cost_difference_pct",
+    *TRIAL_FLAG_COLUMNS,  # issue 38: the attempt's analysis flags and failure mode
 ]
 DIFFERENCE_SHOWN = Decimal("0.01")  # the harness's own cost is set beside ours when they differ by more
 

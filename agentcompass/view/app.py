@@ -30,7 +30,7 @@ from agentcompass.core.safe_files import contained
 from agentcompass.report.regraded import pair_of_run
 from agentcompass.view.catalog import Catalog, RunRef, labels_of, read_json, run_status
 from agentcompass.view.index import Indexes
-from agentcompass.view.pages import attempt_page, compare_context, solved_table, sweep_settings
+from agentcompass.view.pages import attempt_page, with_analysis, compare_context, solved_table, sweep_settings
 from agentcompass.view.redact import redact
 from agentcompass.view.scores import headline
 
@@ -96,7 +96,8 @@ def make_app(roots: list[Path], token: str | None = None, allowed_hosts: list[st
 
     async def rows_api(request: Request) -> Response:
         run = run_of(request)
-        return JSONResponse({"summary": run_summary(catalog, indexes, run), "rows": indexes.rows(run.path)})
+        rows = with_analysis(indexes.rows(run.path), run.path)
+        return JSONResponse({"summary": run_summary(catalog, indexes, run), "rows": rows})
 
     async def attempt(request: Request) -> Response:
         run = run_of(request)
