@@ -12,7 +12,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable
 
 from agentcompass.core.errors import BuildFailed, InfraError, UserError
 from agentcompass.core.sandbox import ContainerSpec, SandboxSpec
@@ -222,10 +222,13 @@ class DockerImages:
             log = open(build_log, "w+", encoding="utf-8", errors="replace") if build_log else tempfile.TemporaryFile("w+")
             with log:
                 log.write(f"building {tag} from {context}\n")
-                build_image(self.client.api, BuildRequest(context, dockerfile, args, tag, task), log,
-                            self.settings.buildkit, self.settings.build_timeout_s)
+                self._build_image(BuildRequest(context, dockerfile, args, tag, task), log)
             self._ready.add(tag)
             return tag
+
+    def _build_image(self, request: BuildRequest, log: IO[str]) -> None:
+        """One build, its output into `log` (build.py: BuildKit through the docker CLI, else the legacy builder)."""
+        build_image(self.client.api, request, log, self.settings.buildkit, self.settings.build_timeout_s)
 
     def _base_ids(self, dockerfile: Path, build_args: dict[str, str]) -> str:
         """The local image ids of the Dockerfile's FROM images (`missing` for one the build will pull)."""
