@@ -98,9 +98,13 @@ EXPECTED_CHANGES = {("A", "/app/new.txt"), ("C", "/etc/motd"), ("D", "/etc/issue
 
 @pytest.mark.parametrize("through", ["storage", "api"])
 def test_changes_list_what_the_container_added_changed_and_deleted(open_sandbox, through):
+    from agentcompass.providers.docker.changes import storage_dirs
+
     box = open_sandbox()
     if through == "api":
-        box.overlay_driver = None  # as a rootless client reads them: podman's changes API
+        box.overlay_driver = None  # as a client that is not root reads them: podman's changes API
+    else:  # root reads podman's `overlay` upper dir itself
+        assert storage_dirs(box.api.inspect_container(box.id), box.overlay_driver) is not None
     box.exec("echo x > /app/new.txt; echo y >> /etc/motd; rm /etc/issue; mkdir -p /opt/private; "
              "echo z > /opt/private/deep.txt; chown -R nobody /opt/private; chmod 700 /opt/private", timeout=30)
     assert EXPECTED_CHANGES <= set(box.changes())

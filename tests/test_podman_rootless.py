@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from docker_sandbox import plain_context  # noqa: F401 (a fixture)
 from podman_service import Service, podman_rootless  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.docker
@@ -44,3 +45,31 @@ def test_env_check_says_rootless_and_required_limits_refuse_where_none_are_set(c
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "cpu, memory and process limits" in refused.stderr and "Traceback" not in refused.stderr
     assert not (tmp_path / "podman-refused").exists()
+
+
+def test_rootless_trials_never_reach_each_other_and_a_no_network_one_has_only_lo(podman_rootless: Service,
+                                                                                 plain_context, tmp_path):
+    from agentcompass.core.sandbox import SandboxSpec
+    from agentcompass.providers.podman.provider import PodmanProvider
+    from docker_sandbox import unique
+    from test_podman import connect
+
+    provider = PodmanProvider(host=podman_rootless.url)
+    labels = {"agentcompass": "1", "run": unique("podman-rootless")}
+    opened = [provider.open(SandboxSpec(name=unique("ac-podman"), build_context=plain_context, labels=labels,
+                                        log_dir=tmp_path, allow_internet=internet)) for internet in (True, True, False)]
+    try:
+        first, second, offline = opened
+        second.exec("nohup python3 -m http.server 8000 >/dev/null 2>&1 & "
+                    "for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.1; done",
+                    timeout=30)
+        assert connect(second, "127.0.0.1", 8000) == "open"
+        address = podman_rootless.inspect(second.id)["NetworkSettings"]["Networks"][second.trial_network]["IPAddress"]
+        assert connect(first, address, 8000) == "unreachable"
+        assert offline.exec("ls /sys/class/net", timeout=30).stdout.split() == ["lo"]
+        assert ("A", "/app/x") in (offline.exec("touch /app/x", timeout=30) and offline.changes())
+    finally:
+        for box in opened:
+            box.close()
+    assert podman_rootless.ids(f"run={labels['run']}") == []
+    assert podman_rootless.ids(f"run={labels['run']}", kind="network") == []
