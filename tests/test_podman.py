@@ -165,3 +165,30 @@ def test_sidecars_and_allowlists_are_refused_before_the_run_in_one_line(provider
                  SandboxSpec(name="t", build_context=plain_context, network_modes=("allowlist",))):
         with pytest.raises(UserError, match="podman"):
             provider.check(spec)
+
+
+def test_harbors_healthcheck_task_passes_with_the_oracle_and_fails_with_nop(cli, podman_rootful: Service, tmp_path):
+    """The image's ENTRYPOINT starts the server the healthcheck and the tests want, as on docker (podman's `top`
+    tells the keep-alive apart as docker's does)."""
+    from test_docker_entrypoint import EXAMPLES
+
+    conf = tmp_path / "conf"
+    make_recipe(conf, "examples", EXAMPLES, runs_on_host=False)
+    done = cli("validate", "examples", "--env", "podman", "--config-dir", str(conf), "--results-dir", str(tmp_path / "res"),
+               env={"CONTAINER_HOST": podman_rootful.url})
+    assert done.returncode == 0, done.stdout + done.stderr
+    [row] = [line.split() for line in done.stdout.splitlines() if line.startswith("hello-healthcheck")]
+    assert row[1:] == ["passed", "failed", "ok"], done.stdout
+
+
+def test_the_docker_hardening_holds_on_podman(open_sandbox, base_image, tmp_path):
+    """No new privileges, NET_RAW and MKNOD dropped, the process limit: podman applies docker's options alike."""
+    box = open_sandbox()
+    status = box.exec("grep -E '^(NoNewPrivs|CapEff)' /proc/self/status", timeout=30).stdout
+    assert "NoNewPrivs:\t1" in status, status
+    effective = int(status.split("CapEff:")[1].split()[0], 16)
+    assert not effective & (1 << 13) and not effective & (1 << 27)  # CAP_NET_RAW, CAP_MKNOD
+    assert effective & (1 << 0)  # CAP_CHOWN stays: apt and pip need it
+    limit = box.exec("cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null", timeout=30).stdout.split()
+    assert limit == ["4096"], limit
+    assert box.exec("mknod /tmp/dev c 1 3", timeout=30).exit_code != 0
