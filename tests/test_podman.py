@@ -192,3 +192,15 @@ def test_the_docker_hardening_holds_on_podman(open_sandbox, base_image, tmp_path
     limit = box.exec("cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null", timeout=30).stdout.split()
     assert limit == ["4096"], limit
     assert box.exec("mknod /tmp/dev c 1 3", timeout=30).exit_code != 0
+
+
+def test_a_missing_image_is_left_to_the_trials_pull_as_podman_has_no_registry_probe(provider, tmp_path):
+    """podman 4 answers docker's registry probe with "not supported": that is no verdict on the image, so the run
+    is not refused before it starts; the trial's pull says what is wrong (here: no registry is reachable)."""
+    from agentcompass.core.errors import InfraError
+
+    spec = SandboxSpec(name=unique("ac-podman"), image="example.invalid/agentcompass/absent:1", log_dir=tmp_path,
+                       labels={"agentcompass": "1", "run": "pytest-podman-pull"})
+    provider.check(spec)
+    with pytest.raises(InfraError, match="cannot pull image 'example.invalid/agentcompass/absent:1'"):
+        provider.open(spec)

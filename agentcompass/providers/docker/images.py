@@ -77,7 +77,7 @@ class DockerImages:
         # Ask the registry about the first missing image: a wrong name or an unreachable registry
         # stops the run here; the pulls themselves happen in the trials, in parallel.
         try:
-            self.client.api.inspect_distribution(image)
+            self._probe_registry(image)
         except docker.errors.APIError as exc:
             if not self.settings.image and can_build(spec):  # as Harbor builds environment/Dockerfile instead
                 self.check_build_bases(spec)
@@ -97,14 +97,18 @@ class DockerImages:
             if base in self._bases_checked or base in self._fallbacks or self.has_image(base):
                 continue
             try:
-                self.client.api.inspect_distribution(base)
+                self._probe_registry(base)
             except docker.errors.APIError as exc:
-                raise UserError(f"task '{spec.name}' builds FROM '{base}', which is neither on this Docker engine nor "
+                raise UserError(f"task '{spec.name}' builds FROM '{base}', which is neither on this engine nor "
                                 f"in its registry ({one_line(getattr(exc, 'explanation', None) or exc)[:160]}); make it "
                                 "available, or choose another base with the recipe's build_args (the demo, offline: "
                                 "scripts/build-base-image.sh, then export AGENTCOMPASS_BASE_IMAGE=agentcompass/base:bookworm)"
                                 ) from exc
             self._bases_checked.add(base)
+
+    def _probe_registry(self, image: str) -> None:
+        """Ask the image's registry whether it has `image`, pulling nothing; the engine's APIError when not."""
+        self.client.api.inspect_distribution(image)
 
     # -- in a trial ----------------------------------------------------------------------
     def image_for(self, spec: SandboxSpec) -> tuple[str, bool]:

@@ -8,6 +8,10 @@ whose frontend predates heredocs: heredocs rewritten into shell, the syntax line
 sent inside the context's archive under a name of its own (the docker SDK's way of sending a Dockerfile from
 outside the context names it twice in the request, and podman reads the second: the file's text). The build is
 one API call, bounded by build_timeout_s; an interrupt ends it when the call returns.
+
+Nor does podman 4 answer docker's registry probe (`/distribution/NAME/json`: no such route), which the
+docker provider asks before the run about a missing image. On podman that question is left to the trial's
+pull: a missing image is then each trial's infra error (the pull's own message), not one line before the run.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ PREPARED_NAME = ".agentcompass.Dockerfile"  # the prepared Dockerfile's name in 
 
 
 class PodmanImages(DockerImages):
+    def _probe_registry(self, image: str) -> None:
+        """Nothing to ask: podman 4's compatible API has no registry probe (its router answers docker's
+        `/distribution/NAME/json` with "not supported", or 404 for a name with a path), so the pull decides."""
+
     def _build_image(self, request: BuildRequest, log: IO[str]) -> None:
         from docker.utils import tar
 
