@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 # System packages: bubblewrap (local isolation), passt (pasta: the network of internet-enabled local tasks), debootstrap (the base image), docker.io (engine),
 # chromium (opens report.html headless), openssh-server (the gcp provider's SSH path runs against a local sshd),
-# tmux (Terminal-Bench's shells on --env local), npm (bundles the opencode/claude_code/codex CLIs for sandboxes).
+# tmux (Terminal-Bench's shells on --env local), npm (bundles the opencode/claude_code/codex CLIs for sandboxes),
+# podman (--env podman: its tests start its API service themselves, rootful and rootless; uidmap: newuidmap for rootless).
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v pasta >/dev/null || missing+=(passt)
@@ -15,6 +16,8 @@ command -v chromium >/dev/null || missing+=(chromium)
 test -x /usr/sbin/sshd || missing+=(openssh-server)
 command -v tmux >/dev/null || missing+=(tmux)
 command -v npm >/dev/null || missing+=(npm)
+command -v podman >/dev/null || missing+=(podman)
+command -v newuidmap >/dev/null || missing+=(uidmap)
 if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -19,6 +19,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     "provider": {
         "local": "agentcompass.providers.local.provider:LocalProvider",
         "docker": "agentcompass.providers.docker.provider:DockerProvider",
+        "podman": "agentcompass.providers.podman.provider:PodmanProvider",
         "modal": "agentcompass.providers.modal.provider:ModalProvider",
         "gcp": "agentcompass.providers.gcp.provider:GcpProvider",
         "gcp_batch": "agentcompass.providers.gcp.eval:GcpBatchProvider",  # eval/validate on gcp

@@ -32,6 +32,10 @@ OOM_KILLS = ("cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_
 
 
 class DockerSandbox(RemoteSandbox):
+    # The engine's name for the overlay storage whose upper dir changes() walks (podman's is `overlay`); None: the
+    # engine's changes API only.
+    overlay_driver: str | None = "overlay2"
+
     def __init__(self, client: "docker.DockerClient", container_id: str, spec: SandboxSpec,
                  settings: DockerSettings, has_task_image: bool = True, egress: Egress | None = None) -> None:
         super().__init__(spec, settings, has_task_image)
@@ -147,7 +151,7 @@ class DockerSandbox(RemoteSandbox):
         import docker
 
         try:
-            dirs = storage_dirs(self.api.inspect_container(self.id))
+            dirs = storage_dirs(self.api.inspect_container(self.id), self.overlay_driver) if self.overlay_driver else None
             if dirs is not None:
                 return overlay_changes(*dirs)
             listed = self.api.diff(self.id) or []
