@@ -32,7 +32,9 @@ from agentcompass.core.task import Usage
 if TYPE_CHECKING:
     from agentcompass.core.schema import ModelConfig
 
-STANDARD_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+# The APIs (model.api) agentcompass speaks itself, and where each one's key is read by default (litellm's names).
+STANDARD_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
+GEMINI_VERSION = "v1beta"  # the Gemini API's path prefix (what google-genai and gemini-cli call)
 extra, extra_modules = "agents", ("litellm",)  # what any model but `none` needs (registry.check_extra)
 NO_KEY = "EMPTY"  # what self-hosted OpenAI-compatible servers accept when they check no key
 MTOK = 1_000_000
@@ -108,6 +110,9 @@ def check_url(model: "ModelConfig") -> str:
     base = api_base(model)
     if base is None:
         return "the provider's default endpoint"
+    if litellm_name(model).split("/", 1)[0] == "gemini":
+        root = base.rstrip("/").removesuffix(f"/{GEMINI_VERSION}")
+        return f"{root}/{GEMINI_VERSION}/models/{cli_model_name(model)}:generateContent"
     return base if base.endswith("/v1/messages") else f"{base.rstrip('/')}/chat/completions"
 
 
@@ -154,12 +159,13 @@ def check_model(model: "ModelConfig", request: bool = True) -> None:
 
 
 DEFAULT_CHECK_URL = {"openai": "https://api.openai.com/v1/chat/completions",
-                     "anthropic": "https://api.anthropic.com/v1/messages"}
+                     "anthropic": "https://api.anthropic.com/v1/messages",
+                     "gemini": f"https://generativelanguage.googleapis.com/{GEMINI_VERSION}/models/{{model}}:generateContent"}
 BASE_URL_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE")
 
 
 def direct_route(model: "ModelConfig") -> str | None:
-    """'openai' or 'anthropic' where the check can ask the endpoint itself, as litellm would route the
+    """'openai', 'anthropic' or 'gemini' where the check can ask the endpoint itself, as litellm would route the
     model, without importing litellm (seconds of CPU before a refusal); None where only litellm knows the
     route (another provider prefix, or a base URL litellm takes from the environment)."""
     prefix = model.name.split("/", 1)[0] if "/" in model.name else model.api
@@ -208,16 +214,21 @@ def send_direct_check(model: "ModelConfig", route: str, kwargs: dict[str, Any], 
     import httpx
 
     key = kwargs.get("api_key")
-    url = check_url(model) if model.base_url else DEFAULT_CHECK_URL[route]
+    url = check_url(model) if model.base_url else DEFAULT_CHECK_URL[route].format(model=cli_model_name(model))
     headers = dict(kwargs.get("extra_headers") or {})
-    if route == "anthropic":
+    body: dict[str, Any] = {"model": litellm_name(model).split("/", 1)[1], "max_tokens": 1,
+                            "messages": [{"role": "user", "content": "Reply with OK."}]}
+    if route == "gemini":  # the key in its header, never in the URL (which errors and logs quote)
+        body = {"contents": [{"role": "user", "parts": [{"text": "Reply with OK."}]}],
+                "generationConfig": {"maxOutputTokens": 1}}
+        if key:
+            headers["x-goog-api-key"] = key
+    elif route == "anthropic":
         headers.setdefault("anthropic-version", "2023-06-01")
         if key:
             headers["x-api-key"] = key
     elif key:
         headers["authorization"] = f"Bearer {key}"
-    body = {"model": litellm_name(model).split("/", 1)[1], "max_tokens": 1,
-            "messages": [{"role": "user", "content": "Reply with OK."}]}
     try:
         with Waiting(f"{url} to answer a 1-token check of '{model.name}'"):
             reply = httpx.post(url, json=body, headers=headers,
@@ -226,7 +237,8 @@ def send_direct_check(model: "ModelConfig", route: str, kwargs: dict[str, Any], 
         failure = transport_failure(exc) or "connect"
         raise UserError(unreachable(model, where, failure, error_text(exc, kwargs) or type(exc).__name__, skip)) from None
     text = error_text(Exception(reply.text), kwargs)
-    if reply.status_code in (401, 403):
+    # The Gemini API refuses a wrong key with a 400 that says so (reason API_KEY_INVALID), not a 401.
+    if reply.status_code in (401, 403) or (route == "gemini" and "API_KEY_INVALID" in reply.text):
         raise UserError(rejected(model, where, f"{reply.status_code}: {text}", skip))
     if reply.status_code == 404:
         raise UserError(unknown_model(model, where, f"404: {text}", skip))
