@@ -41,8 +41,9 @@ def assistant_turns(body: dict[str, Any]) -> int:
 def tool_schemas(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     found = []
     for tool in body.get("tools") or []:
-        for declaration in tool.get("functionDeclarations") or []:
-            schema = declaration.get("parametersJsonSchema") or declaration.get("parameters") or {}
+        for declaration in tool.get("functionDeclarations") or tool.get("function_declarations") or []:  # litellm's
+            schema = (declaration.get("parametersJsonSchema") or declaration.get("parameters_json_schema")
+                      or declaration.get("parameters") or {})
             found.append((declaration.get("name", ""), schema))
     return found
 

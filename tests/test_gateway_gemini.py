@@ -22,6 +22,8 @@ from gateway_upstream import KEY
 from agentcompass.core.sandbox import SandboxSpec
 from agentcompass.core.schema import GatewaySettings, ModelConfig
 from agentcompass.providers.local.provider import LocalProvider
+from agentcompass.gateway.app import StreamUsage
+from agentcompass.gateway.caps import SpendCaps
 from agentcompass.gateway.server import Gateway
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,9 +50,9 @@ def scripted():
 def gateway_for():
     started: list[Gateway] = []
 
-    def make(preset: dict[str, Any], url: str, **changes: Any) -> Gateway:
+    def make(preset: dict[str, Any], url: str, caps: SpendCaps | None = None, **changes: Any) -> Gateway:
         model = ModelConfig(**{**preset, "base_url": url, "api_key": KEY, "max_output_tokens": LIMIT, **changes})
-        started.append(Gateway(model, "gwgemini", GatewaySettings(), "127.0.0.1").start())
+        started.append(Gateway(model, "gwgemini", GatewaySettings(), "127.0.0.1", caps).start())
         return started[-1]
 
     yield make
@@ -102,7 +104,7 @@ def test_sdk_calls_are_forwarded_with_the_tier_and_metered_as_the_upstream_repor
     for recorded in llm.requests:
         valid_request(recorded.body)
         thinking = recorded.body["generationConfig"]["thinkingConfig"]
-        assert thinking == {"thinkingBudget": 2048, "include_thoughts": True}  # the tier's budget; display kept
+        assert thinking == {"thinkingBudget": 2048, "includeThoughts": True}  # the tier's budget; display kept
         assert recorded.body["generationConfig"]["maxOutputTokens"] == LIMIT
         assert recorded.authorization == f"Bearer {KEY}"
     usage = endpoint.usage()
@@ -126,7 +128,7 @@ def test_a_thinking_level_tier_replaces_the_clients_budget_and_level(scripted, g
     level = types.ThinkingConfig(thinking_level=types.ThinkingLevel.LOW)
     client.models.generate_content(model="m", contents="go", config=config(thinking_config=level))
     assert [r.body["generationConfig"]["thinkingConfig"] for r in llm.requests] == [
-        {"thinkingLevel": "HIGH", "include_thoughts": True}, {"thinkingLevel": "HIGH"}]
+        {"thinkingLevel": "HIGH", "includeThoughts": True}, {"thinkingLevel": "HIGH"}]
     for recorded in llm.requests:  # one of budget and level, in a spelling and value the SDK's types take
         valid_request(recorded.body)
 
@@ -175,8 +177,13 @@ def test_hosted_tools_reach_the_upstream_only_when_the_task_has_internet(scripte
 @pytest.mark.parametrize("method, body, said", [
     ("generateContent", {"contents": HI, "tools": [{"googleSearch": {}}]}, "'googleSearch' is run by the provider"),
     ("generateContent", {"contents": HI, "tools": [TOOL, {"codeExecution": {}}]}, "'codeExecution' is run by the provider"),
-    ("generateContent", {"contents": HI, "tools": [{"google_search": {}}]}, "'google_search' is not forwarded"),
-    ("generateContent", {"contents": HI, "generation_config": {"candidate_count": 4}}, "'generation_config' is not forwarded"),
+    ("generateContent", {"contents": HI, "tools": [{"google_search": {}}]}, "'googleSearch' is run by the provider"),
+    ("generateContent", {"contents": HI, "tools": [{"googleSearch": {}, "google_search": {}}]}, "twice"),
+    ("generateContent", {"contents": HI, "tools": [{"webSearch": {}}]}, "'webSearch' is not forwarded"),
+    ("generateContent", {"contents": HI, "generation_config": {"candidate_count": 4}}, "one candidate per call"),
+    ("generateContent", {"contents": HI, "generationConfig": {}, "generation_config": {"candidateCount": 4}}, "twice"),
+    ("generateContent", {"contents": HI, "generationConfig": {"thinkingConfig": {"thinkingBudget": 1,
+                                                                                 "thinking_budget": 2}}}, "twice"),
     ("generateContent", {"contents": HI, "generationConfig": {"candidateCount": 3}}, "one candidate per call"),
     ("generateContent", {"contents": HI, "cachedContent": "cachedContents/x"}, "server-side state"),
     ("generateContent", {"contents": HI, "generationConfig": {"responseModalities": ["AUDIO"]}}, "only text"),
@@ -213,3 +220,41 @@ def test_gemini_requests_to_an_openai_upstream_are_refused_with_a_reason(scripte
                  headers={"x-goog-api-key": endpoint.api_key})
     assert reply.status_code == 400 and "does not translate Gemini requests" in reply.json()["error"]["message"]
     assert not llm.requests
+
+
+def test_a_request_in_snake_case_as_litellm_sends_it_is_forwarded_with_its_limit_lowered(scripted, gateway_for, offline,
+                                                                                       tmp_path):
+    llm, url = scripted
+    endpoint = gateway_for(FLASH, url, reasoning="none").endpoint(new_trial(tmp_path), offline)
+    sent = {"contents": HI, "system_instruction": {"parts": [{"text": "sys"}]},
+            "tools": [{"function_declarations": [{"name": "run_shell_command", "parameters": {
+                "type": "object", "properties": {"command": {"type": "string"}}}}]}],
+            "generationConfig": {"max_output_tokens": 10**6, "thinking_config": {"thinking_budget": 512}}}
+    reply = post(f"{endpoint.gemini_base_url}/v1beta/models/m:generateContent", json=sent,
+                 headers={"x-goog-api-key": endpoint.api_key})
+    assert reply.status_code == 200, reply.text
+    got = llm.requests[0].body
+    valid_request(got)
+    assert got["generationConfig"] == {"maxOutputTokens": LIMIT, "thinkingConfig": {"thinkingBudget": 0}}
+    assert got["tools"][0]["functionDeclarations"][0]["parameters"] == sent["tools"][0]["function_declarations"][0]["parameters"]
+
+
+def test_a_spend_cap_stops_gemini_calls(scripted, gateway_for, local_sandbox, tmp_path):
+    llm, url = scripted
+    endpoint = gateway_for(FLASH, url, SpendCaps(trial_tokens=1)).endpoint(new_trial(tmp_path), local_sandbox)
+    client = sdk(endpoint)
+    client.models.generate_content(model="m", contents="go", config=config())
+    with pytest.raises(errors.ClientError) as capped:
+        client.models.generate_content(model="m", contents="go", config=config())
+    assert capped.value.code == 400 and "spend cap reached" in capped.value.message
+    assert len(llm.requests) == 1 and endpoint.capped.is_set()
+
+
+def test_a_stream_is_whole_only_with_its_finish_reason_and_its_last_usage_counts():
+    usage = StreamUsage("gemini")
+    usage.see({"candidates": [{"content": {"parts": [{"text": "a"}]}}], "usageMetadata": {"promptTokenCount": 10}})
+    assert not usage.finished  # an endpoint that stops here cut the reply: a failed call, not a free one
+    usage.see({"candidates": [{"content": {"parts": [{"text": "b"}]}, "finishReason": "MAX_TOKENS"}],
+               "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "thoughtsTokenCount": 7,
+                                 "cachedContentTokenCount": 4, "toolUsePromptTokenCount": 2}})
+    assert usage.finished and usage.tokens() == (12, 12, 4, 0)

@@ -93,6 +93,28 @@ def request_fields(model: "ModelConfig") -> dict[str, Any]:
     return {"reasoning_effort": model.reasoning}  # litellm translates this for each provider
 
 
+def litellm_fields(model: "ModelConfig") -> dict[str, Any]:
+    """request_fields as litellm takes them. A Gemini preset's tier is the Gemini API's own fields (the gateway sets
+    them as they are), which litellm drops without a word: its `thinking` budget and `reasoning_effort` (a level,
+    for Gemini 3) carry the thinking settings instead."""
+    fields = request_fields(model)
+    config = fields.get("generationConfig")
+    if litellm_name(model).split("/", 1)[0] != "gemini" or not isinstance(config, dict):
+        return fields
+    thinking = config.get("thinkingConfig") or {}
+    extra = set(config) - {"thinkingConfig"} | set(thinking) - {"thinkingBudget", "thinkingLevel", "includeThoughts"}
+    if extra:
+        raise UserError(f"model '{model.name}': tier '{model.reasoning}' sets {', '.join(sorted(extra))}, which only the "
+                        "model gateway forwards (litellm takes a Gemini tier's thinkingBudget or thinkingLevel); use a "
+                        "harness that calls through the gateway or a tier without them")
+    translated = {k: v for k, v in fields.items() if k != "generationConfig"}
+    if "thinkingBudget" in thinking:
+        translated["thinking"] = {"type": "enabled", "budget_tokens": int(thinking["thinkingBudget"])}
+    if "thinkingLevel" in thinking:
+        translated["reasoning_effort"] = str(thinking["thinkingLevel"]).lower()
+    return translated
+
+
 def api_base(model: "ModelConfig") -> str | None:
     """The base URL as litellm is given it. Anthropic's is given whole (ROOT/v1/messages): litellm appends
     /v1/messages to anything else, so a base ending in /v1 (as OpenAI clients write it) was asked for
@@ -118,7 +140,7 @@ def check_url(model: "ModelConfig") -> str:
 
 def completion_kwargs(model: "ModelConfig", environ: dict[str, str] | None = None) -> dict[str, Any]:
     """Keyword arguments for litellm.completion besides model and messages (holds the key: never log it)."""
-    kwargs = deep_merge(dict(model.params), request_fields(model))
+    kwargs = deep_merge(dict(model.params), litellm_fields(model))
     if model.base_url:
         kwargs["api_base"] = api_base(model)
     key = api_key(model, environ)

@@ -7,8 +7,10 @@ What differs from the OpenAI and Anthropic APIs, and why each choice:
 - the model is in the path: the upstream's replaces it, whatever the client named;
 - the query string carries only `alt=sse` (a stream) and `key`: a stream without `alt=sse` comes back as one JSON
   array the gateway could not meter event by event, so it is refused rather than forwarded unmetered;
-- the allowlist is of the REST field names (camelCase): the API also parses snake_case spellings, which no list
-  names, so `generation_config` cannot carry what `generationConfig` may not;
+- the API parses each field name in camelCase and in snake_case alike (google-genai sends the objects it nests in
+  snake_case, litellm sends `system_instruction`, `function_declarations`, `max_output_tokens`): the names the policy
+  reads (the request's, generationConfig's, thinkingConfig's, a tool's) are put in camelCase before any check, and
+  a name sent in both spellings is refused, so no spelling carries what the other may not;
 - usage is `usageMetadata`: thoughts are billed as output, the cached part of the prompt is input read from cache.
 """
 
@@ -42,8 +44,6 @@ REFUSED = {  # documented fields no list above names, and why
     "continuationToken": "server-side state (a reply continued by the provider)",
 }
 THINKING_CHOICES = ("thinkingBudget", "thinkingLevel")  # the API takes one or the other, never both
-# ... in either spelling: google-genai sends the objects it nests (thinkingConfig) in snake_case, which the API parses
-CLIENT_THINKING = (*THINKING_CHOICES, "thinking_budget", "thinking_level")
 STANDARD_TIERS = frozenset({"standard", "unspecified", "service_tier_unspecified"})  # lower-cased
 CLIENT_TOOLS = frozenset({"functionDeclarations"})  # every other tool (googleSearch, codeExecution, urlContext, ...)
 # is run by the provider, with the web
@@ -121,10 +121,27 @@ def upstream_query(method: str, query: str) -> str:
     return ""
 
 
+def camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def camel_keys(fields: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """`fields` with each name in camelCase (values as sent); Refused when two spellings name one field."""
+    renamed: dict[str, Any] = {}
+    for name, value in fields.items():
+        if camel(name) in renamed:
+            raise Refused(f"{where} names {camel(name)!r} twice (in camelCase and in snake_case); send it once")
+        renamed[camel(name)] = value
+    return renamed
+
+
 def admit(method: str, query: str, body: dict[str, Any], policy: RequestPolicy) -> tuple[dict[str, Any], str]:
-    """The body to forward (an output limit above the model's lowered to it) and the upstream query; or Refused."""
+    """The body to forward (the names the policy reads in camelCase, an output limit above the model's lowered to
+    it) and the upstream query; or Refused."""
     forwarded_query = upstream_query(method, query)
     if method == "countTokens":
+        body = camel_keys(body, "the request")
         check_fields(body, COUNT_FIELDS, "countTokens")
         inner = body.get("generateContentRequest")
         if inner is not None:
@@ -144,6 +161,7 @@ def check_fields(body: Mapping[str, Any], allowed: frozenset[str], where: str) -
 
 
 def admit_generate(body: dict[str, Any], policy: RequestPolicy) -> dict[str, Any]:
+    body = camel_keys(body, "the request")
     check_fields(body, GENERATE_FIELDS, "a Gemini request")
     tier = body.get("serviceTier")
     if tier is not None and str(tier).lower() not in STANDARD_TIERS:
@@ -154,6 +172,9 @@ def admit_generate(body: dict[str, Any], policy: RequestPolicy) -> dict[str, Any
     if config is not None:
         if not isinstance(config, dict):
             raise Refused("generationConfig must be an object")
+        config = camel_keys(config, "generationConfig")
+        if isinstance(config.get("thinkingConfig"), dict):
+            config["thinkingConfig"] = camel_keys(config["thinkingConfig"], "thinkingConfig")
         check_fields(config, CONFIG_FIELDS, "generationConfig")
         if config.get("candidateCount") not in (None, 1):
             raise Refused(f"candidateCount={config.get('candidateCount')!r}: one candidate per call (at most 1); "
@@ -163,7 +184,8 @@ def admit_generate(body: dict[str, Any], policy: RequestPolicy) -> dict[str, Any
             raise Refused(f"responseModalities {modalities!r} is not forwarded (only text; audio and images are "
                           "billed far above it); send ['TEXT'] or none")
         body = {**body, "generationConfig": bounded_config(config, policy.max_output_tokens)}
-    check_tools(body.get("tools"), policy)
+    if body.get("tools") is not None:
+        body = {**body, "tools": checked_tools(body["tools"], policy)}
     return body
 
 
@@ -176,23 +198,23 @@ def bounded_config(config: dict[str, Any], limit: int) -> dict[str, Any]:
     return {**config, "maxOutputTokens": limit} if value > limit else config
 
 
-def check_tools(tools: Any, policy: RequestPolicy) -> None:
-    """Function declarations (the agent runs them) pass; a tool the provider runs passes only when the task has
-    internet, and a key no SDK sends (a snake_case spelling, a typo) never."""
-    if tools is None:
-        return
+def checked_tools(tools: Any, policy: RequestPolicy) -> list[dict[str, Any]]:
+    """The tools, each one's kind in camelCase: function declarations (the agent runs them) pass; a tool the provider
+    runs passes only when the task has internet, and a kind the API does not document never."""
     if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
         raise Refused("tools must be a list of objects")
+    tools = [camel_keys(tool, "a tool") for tool in tools]
     for tool in tools:
         for name in tool:
             if name in CLIENT_TOOLS:
                 continue
             if name not in HOSTED_TOOLS:
-                raise Refused(f"tool {name!r} is not forwarded (not a tool the Gemini API documents in camelCase); "
-                              f"offer functionDeclarations")
+                raise Refused(f"tool {name!r} is not forwarded (not a tool the Gemini API documents); "
+                              "offer functionDeclarations")
             if not policy.hosted_tools:
                 raise Refused(f"tool {name!r} is run by the provider and this task has no internet, and a tool the "
                               "provider runs would give it the web; offer only functionDeclarations (the agent runs them)")
+    return tools
 
 
 HOSTED_TOOLS = frozenset({"googleSearch", "googleSearchRetrieval", "codeExecution", "urlContext", "retrieval",
@@ -207,7 +229,7 @@ def with_tier(body: dict[str, Any], tier: dict[str, Any], tiers_set_thinking: bo
     config = body.get("generationConfig")
     thinking = config.get("thinkingConfig") if isinstance(config, dict) else None
     if tiers_set_thinking and isinstance(thinking, dict):
-        kept = {k: v for k, v in thinking.items() if k not in CLIENT_THINKING}
+        kept = {k: v for k, v in thinking.items() if k not in THINKING_CHOICES}
         config = {**config, "thinkingConfig": kept} if kept else {k: v for k, v in config.items() if k != "thinkingConfig"}
         body = {**body, "generationConfig": config} if config else {k: v for k, v in body.items() if k != "generationConfig"}
     return deep_merge(body, tier)
