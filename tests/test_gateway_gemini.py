@@ -258,3 +258,24 @@ def test_a_stream_is_whole_only_with_its_finish_reason_and_its_last_usage_counts
                "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "thoughtsTokenCount": 7,
                                  "cachedContentTokenCount": 4, "toolUsePromptTokenCount": 2}})
     assert usage.finished and usage.tokens() == (12, 12, 4, 0)
+
+
+# What google-genai's config holds that never reaches the Gemini API as a request field: the SDK's own settings,
+# and fields its Gemini API converter refuses (Vertex AI's).
+SDK_ONLY = {"httpOptions", "shouldReturnHttpResponse", "automaticFunctionCalling", "automaticContinuation",
+            "generationOutputConfig", "modelArmorConfig"}
+
+
+def test_every_field_and_tool_of_the_sdks_types_is_decided():
+    """A field the SDK adds later fails here until someone allows or refuses it (with its reason)."""
+    from agentcompass.gateway import gemini
+
+    decided = gemini.GENERATE_FIELDS | gemini.CONFIG_FIELDS | set(gemini.REFUSED) | SDK_ONLY
+    fields = {gemini.camel(name) for kind in (types.GenerateContentConfig, types.GenerationConfig)
+              for name in kind.model_fields}
+    assert sorted(fields - decided) == []
+    assert sorted(fields & set(gemini.REFUSED) & (gemini.GENERATE_FIELDS | gemini.CONFIG_FIELDS)) == []
+    tools = {gemini.camel(name) for name in types.Tool.model_fields}
+    assert sorted(tools - gemini.CLIENT_TOOLS - gemini.HOSTED_TOOLS) == []
+    assert {gemini.camel(name) for name in types.ThinkingConfig.model_fields} == {"includeThoughts",
+                                                                                  *gemini.THINKING_CHOICES}

@@ -75,9 +75,8 @@ class Upstream:
     request_timeout_s: float = 600.0
 
     def url(self, path: str) -> str:
-        if self.shape == "gemini":  # the path names its version (v1beta, v1), as the client called it
-            return f"{self.base_url}/{path}"
-        return f"{self.base_url}/{path}" if self.shape == "openai" else f"{self.base_url}/v1/{path}"
+        # OpenAI's base ends in /v1; a Gemini path names its version (v1beta, v1), as the client called it.
+        return f"{self.base_url}/{path}" if self.shape in ("openai", "gemini") else f"{self.base_url}/v1/{path}"
 
     def headers(self, sent: Any) -> dict[str, str]:
         headers = {"content-type": "application/json", "accept-encoding": "identity"}

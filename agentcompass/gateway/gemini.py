@@ -42,6 +42,11 @@ REFUSED = {  # documented fields no list above names, and why
     "audioTranscriptionConfig": "audio is billed far above text and no coding agent needs it",
     "imageConfig": "not a text model call",
     "continuationToken": "server-side state (a reply continued by the provider)",
+    "audioTimestamp": "audio is billed far above text and no coding agent needs it",
+    "enableAffectiveDialog": "a live audio dialog setting, not a text model call's",
+    "translationConfig": "not a text model call",
+    "routingConfig": "another model than the run's", "modelSelectionConfig": "another model than the run's",
+    "responseFormat": "not decided for the gateway yet (the Gemini API documents responseMimeType and responseJsonSchema)",
 }
 THINKING_CHOICES = ("thinkingBudget", "thinkingLevel")  # the API takes one or the other, never both
 STANDARD_TIERS = frozenset({"standard", "unspecified", "service_tier_unspecified"})  # lower-cased
