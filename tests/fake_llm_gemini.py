@@ -1,5 +1,5 @@
 """The Gemini API of the scripted model endpoint (tests/fake_llm_server.py): `models/M:generateContent`,
-`:streamGenerateContent?alt=sse` and `:countTokens` under any prefix (/v1beta, /t/TOKEN/v1beta).
+`:streamGenerateContent?alt=sse` and `:countTokens` under /v1beta or /v1 (after any prefix: /t/TOKEN/v1beta).
 
 The same script plays the agent: a reply calls the client's shell tool (gemini-cli's `run_shell_command`, or any
 tool SHELL_TOOLS names) through a `functionCall` part. The usage is the script's step-dependent counts split the
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from fake_llm_server import Action, FakeLLM
 
 GEMINI = "gemini"
-CALL = re.compile(r"/models/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent|countTokens)$")
+CALL = re.compile(r"/v1(beta)?/models/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent|countTokens)$")
 STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}
 
 

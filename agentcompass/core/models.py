@@ -118,13 +118,23 @@ def litellm_fields(model: "ModelConfig") -> dict[str, Any]:
 def api_base(model: "ModelConfig") -> str | None:
     """The base URL as litellm is given it. Anthropic's is given whole (ROOT/v1/messages): litellm appends
     /v1/messages to anything else, so a base ending in /v1 (as OpenAI clients write it) was asked for
-    /v1/v1/messages; the gateway and Claude Code take the root with or without /v1 alike."""
+    /v1/v1/messages; the gateway and Claude Code take the root with or without /v1 alike. A Gemini base is given
+    with its version (ROOT/v1beta): litellm appends models/M:generateContent to it, where Google's SDKs and the
+    gateway add the version to a root themselves."""
     if not model.base_url:
         return None
-    if litellm_name(model).split("/", 1)[0] != "anthropic":
+    route = litellm_name(model).split("/", 1)[0]
+    if route == "gemini":
+        return f"{gemini_root(model.base_url)}/{GEMINI_VERSION}"
+    if route != "anthropic":
         return model.base_url
     root = model.base_url.rstrip("/").removesuffix("/messages").removesuffix("/v1")
     return f"{root}/v1/messages"
+
+
+def gemini_root(url: str) -> str:
+    """The root a Gemini API version goes after, from a base URL written with or without one."""
+    return url.rstrip("/").removesuffix(f"/{GEMINI_VERSION}").removesuffix("/v1")
 
 
 def check_url(model: "ModelConfig") -> str:
@@ -133,8 +143,7 @@ def check_url(model: "ModelConfig") -> str:
     if base is None:
         return "the provider's default endpoint"
     if litellm_name(model).split("/", 1)[0] == "gemini":
-        root = base.rstrip("/").removesuffix(f"/{GEMINI_VERSION}")
-        return f"{root}/{GEMINI_VERSION}/models/{cli_model_name(model)}:generateContent"
+        return f"{base}/models/{cli_model_name(model)}:generateContent"
     return base if base.endswith("/v1/messages") else f"{base.rstrip('/')}/chat/completions"
 
 
@@ -183,7 +192,7 @@ def check_model(model: "ModelConfig", request: bool = True) -> None:
 DEFAULT_CHECK_URL = {"openai": "https://api.openai.com/v1/chat/completions",
                      "anthropic": "https://api.anthropic.com/v1/messages",
                      "gemini": f"https://generativelanguage.googleapis.com/{GEMINI_VERSION}/models/{{model}}:generateContent"}
-BASE_URL_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE")
+BASE_URL_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE", "GEMINI_API_BASE")
 
 
 def direct_route(model: "ModelConfig") -> str | None:

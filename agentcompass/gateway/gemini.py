@@ -283,10 +283,5 @@ def model_list(model: str) -> dict[str, Any]:
                         "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"]}]}
 
 
-def base_root(url: str) -> str:
-    """The root that /v1beta/models/... is appended to, from a base URL written with or without its version."""
-    return url.rstrip("/").removesuffix(f"/{API_VERSION}").removesuffix("/v1")
-
-
-__all__ = ["API_VERSION", "DEFAULT_BASE_URL", "admit", "base_root", "call_of", "error_body", "finished", "forwarded",
+__all__ = ["API_VERSION", "DEFAULT_BASE_URL", "admit", "call_of", "error_body", "finished", "forwarded",
            "model_list", "own_reply", "sets_thinking", "token_counts", "token_of", "with_tier"]

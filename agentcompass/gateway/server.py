@@ -158,7 +158,7 @@ class TrialMeter:
 
 def upstream_of(model: "ModelConfig") -> Upstream:
     """The endpoint a preset names, as the gateway forwards to it; UserError when it cannot."""
-    from agentcompass.core.models import api_key, litellm_name, request_fields
+    from agentcompass.core.models import api_key, gemini_root, litellm_name, request_fields
 
     routed = litellm_name(model)
     prefix, _, name = routed.partition("/")
@@ -174,7 +174,7 @@ def upstream_of(model: "ModelConfig") -> Upstream:
     if shape == "anthropic":  # the root: clients and litellm name it with or without /v1(/messages)
         base = base.removesuffix("/messages").removesuffix("/v1")
     if shape == "gemini":
-        base = gemini.base_root(base)
+        base = gemini_root(base)
     tier = request_fields(model)
     return Upstream(shape, base, name, api_key(model), tier, cleared_fields(model.reasoning_map, tier),
                     model.connect_timeout_s, model.request_timeout_s)
