@@ -13,7 +13,7 @@ import yaml
 from fake_llm_server import FakeLLM, FakeLLMServer
 from gateway_upstream import KEY
 from agentcompass.core.errors import UserError
-from agentcompass.core.models import check_model, completion_kwargs, import_litellm, tokens_price
+from agentcompass.core.models import check_model, completion_kwargs, import_litellm, token_counts, tokens_price
 from agentcompass.core.schema import ModelConfig
 from agentcompass.gateway.server import upstream_of
 
@@ -76,9 +76,13 @@ def test_a_gemini_tier_reaches_the_endpoint_through_litellm(tier, sent):
         model = preset("gemini-2.5-flash", reasoning=tier, base_url=f"http://127.0.0.1:{server.port}", api_key=KEY)
         tool = {"type": "function", "function": {"name": "bash", "parameters": {
             "type": "object", "properties": {"command": {"type": "string"}}}}}
-        reply = import_litellm().completion(model="gemini/gemini-2.5-flash", messages=[{"role": "user", "content": "go"}],
-                                            tools=[tool], max_retries=0, **completion_kwargs(model))
+        turns = [{"role": "user", "content": "go"}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "on"}]
+        reply = import_litellm().completion(model="gemini/gemini-2.5-flash", messages=turns, tools=[tool], max_retries=0,
+                                            **completion_kwargs(model))
     assert json.loads(reply.choices[0].message.tool_calls[0].function.arguments) == {"command": "echo hi"}
+    usage = llm.requests[0].usage  # thoughts are output, the cached part of the prompt is cached, as the gateway counts
+    cached = usage["prompt_tokens_details"]["cached_tokens"]
+    assert cached > 0 and token_counts(reply) == (usage["prompt_tokens"], usage["completion_tokens"], cached)
     thinking = llm.requests[0].body["generationConfig"]["thinkingConfig"]
     assert {k: v for k, v in thinking.items() if k != "includeThoughts"} == sent
 
