@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentcompass.core.merge import deep_merge
 from agentcompass.gateway import gemini
 from agentcompass.gateway.policy import Refused, RequestPolicy, admit
-from agentcompass.gateway.tiers import WHOLE_FIELDS, cleared_fields, remove_path
+from agentcompass.gateway.tiers import WHOLE_FIELDS, cleared_fields, remove_path  # noqa: F401 (server.py)
 
 if TYPE_CHECKING:
     import httpx
