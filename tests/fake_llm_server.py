@@ -1,6 +1,7 @@
 """A scripted model endpoint on 127.0.0.1 (or any host), for offline tests.
 
-It speaks OpenAI chat-completions, the OpenAI Responses API and Anthropic messages, each plain or
+It speaks OpenAI chat-completions, the OpenAI Responses API, Anthropic messages and the Gemini API
+(tests/fake_llm_gemini.py), each plain or
 streamed (server-sent events), and plays an agent through whatever shell tool the client
 offers: mini-swe-agent's `bash`, opencode's `bash`, Claude Code's `Bash`, Codex's `shell` /
 `exec_command` (the arguments follow the tool's own schema). The reply to a request is chosen by
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
+import fake_llm_gemini
 
 UNAUTHORIZED = {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
                           "code": "invalid_api_key"}}
@@ -31,7 +33,7 @@ UNAUTHORIZED = {"error": {"message": "Incorrect API key provided.", "type": "inv
 CONTEXT_TOO_LONG = {"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages "
                                          "resulted in 9001 tokens. Please reduce the length of the messages.",
                               "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
-SHELL_TOOLS = ("bash", "shell", "exec_command", "shell_command", "local_shell")  # compared case-insensitively
+SHELL_TOOLS = ("bash", "shell", "exec_command", "shell_command", "local_shell", "run_shell_command")  # compared case-insensitively
 CHAT, RESPONSES, MESSAGES = "chat", "responses", "messages"  # the three APIs, by route
 
 
@@ -150,6 +152,8 @@ class FakeLLM:
 
 
 def assistant_turns(api: str, body: dict[str, Any]) -> int:
+    if api == "gemini":
+        return fake_llm_gemini.assistant_turns(body)
     if api == RESPONSES:
         items = body.get("input") if isinstance(body.get("input"), list) else []
         return sum(1 for item in items if item.get("type") in ("function_call", "custom_tool_call", "local_shell_call"))
@@ -158,6 +162,8 @@ def assistant_turns(api: str, body: dict[str, Any]) -> int:
 
 def tool_schemas(api: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(name, JSON-schema parameters) of every function tool the request offers."""
+    if api == "gemini":
+        return fake_llm_gemini.tool_schemas(body)
     found = []
     for tool in body.get("tools") or []:
         if api == CHAT:
@@ -327,6 +333,8 @@ class FakeLLMServer:
                     body = json.loads(self.rfile.read(length) or b"{}")
                 except json.JSONDecodeError:
                     body = {}
+                if fake_llm_gemini.call_of(self.path) is not None:  # the Gemini API (tests/fake_llm_gemini.py)
+                    return fake_llm_gemini.serve(self, fake, body)
                 api = route_api(self.path)
                 fake.headers_seen.append({k.lower(): v for k, v in self.headers.items()})
                 if self.path.split("?", 1)[0].rstrip("/").endswith("/messages/count_tokens"):

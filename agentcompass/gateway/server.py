@@ -27,6 +27,7 @@ import structlog
 
 from agentcompass.core.calls import CALLS_FILE
 from agentcompass.core.errors import InfraError, SpendCapReached, UserError
+from agentcompass.gateway import gemini
 from agentcompass.gateway.app import Upstream, build_app, cleared_fields
 from agentcompass.gateway.caps import MAX_IN_FLIGHT, RunSpend, SpendCaps
 from agentcompass.gateway.listener import Listener
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
     from agentcompass.core.context import TrialContext
 
 log = structlog.get_logger("agentcompass")
-DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com",
+                    "gemini": gemini.DEFAULT_BASE_URL}
 REACHES_HOST = ("local", "docker")  # providers whose sandboxes reach this machine without a public URL
 SETTLE_TIMEOUT_S = 5.0  # how long a release waits for its trial's calls in flight to be recorded
 
@@ -61,6 +63,11 @@ class GatewayEndpoint:
     def capped(self) -> threading.Event:
         """Set when a spend cap stopped this trial's calls: the harness stops its agent."""
         return self.meter.capped
+
+    @property
+    def gemini_base_url(self) -> str:
+        """The root Gemini clients append /v1beta/models/... to (GOOGLE_GEMINI_BASE_URL): the Anthropic one."""
+        return self.anthropic_base_url
 
     def usage(self) -> dict[str, Any]:
         """This trial's calls so far: tokens_in, tokens_out, tokens_cached, tokens_cache_write, calls (answered 2xx),
@@ -159,20 +166,23 @@ class TrialMeter:
 
 def upstream_of(model: "ModelConfig") -> Upstream:
     """The endpoint a preset names, as the gateway forwards to it; UserError when it cannot."""
-    from agentcompass.core.models import api_key, litellm_name, request_fields
+    from agentcompass.core.models import api_key, gemini_root, litellm_name, request_fields
 
     routed = litellm_name(model)
     prefix, _, name = routed.partition("/")
     shape = prefix if prefix in DEFAULT_BASE_URL else model.api if model.base_url else None
     if shape not in DEFAULT_BASE_URL:
-        raise UserError(f"the model gateway forwards to OpenAI- or Anthropic-compatible endpoints; model "
-                        f"'{model.name}' is routed to '{prefix}'; set model.api (openai | anthropic) and --model-base-url")
-    if shape == "anthropic" and model.reasoning and not model.reasoning_map:
-        raise UserError(f"model '{model.name}' has tier '{model.reasoning}' but no reasoning_map, and the Anthropic API "
+        raise UserError(f"the model gateway forwards to OpenAI-, Anthropic- or Gemini-compatible endpoints; model "
+                        f"'{model.name}' is routed to '{prefix}'; set model.api (openai | anthropic | gemini) and "
+                        "--model-base-url")
+    if shape in ("anthropic", "gemini") and model.reasoning and not model.reasoning_map:
+        raise UserError(f"model '{model.name}' has tier '{model.reasoning}' but no reasoning_map, and the {shape} API "
                         "has no reasoning_effort to send it as; give the preset a reasoning_map (see claude-sonnet-4-5)")
     base = (model.base_url or DEFAULT_BASE_URL[shape]).rstrip("/")
     if shape == "anthropic":  # the root: clients and litellm name it with or without /v1(/messages)
         base = base.removesuffix("/messages").removesuffix("/v1")
+    if shape == "gemini":
+        base = gemini_root(base)
     tier = request_fields(model)
     extra = tuple((str(k), str(v)) for k, v in (model.params.get("extra_headers") or {}).items())
     return Upstream(shape, base, name, api_key(model), tier, cleared_fields(model.reasoning_map, tier),
