@@ -55,6 +55,9 @@ def prepare_regrade(run_dir: Path, tasks: list[str] | None, verifier_from: Path 
     target = run_dir_of(resolved)
     check_same_source(target, run_dir, verifier_from)
     prepared = prepare(resolved, harness_name=STAND_IN)
+    if getattr(prepared.provider, "run_trials", None) is not None:  # gcp_batch grades submissions in one job of its own
+        raise UserError(f"{run_dir} was graded by env '{resolved.labels.get('env')}', which runs every attempt itself; "
+                        "regrade runs each attempt in a sandbox of its own: regrade a run made on docker, local, modal or gcp")
     if verifier_from is not None:
         prepared.tasks = with_verifier_from(resolved.benchmark, resolved.run, prepared.tasks, verifier_from)
     prepared.harness = RegradeHarness(original)
