@@ -32,6 +32,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 PROTOCOL = "v4.channel.k8s.io"
+BODY = web.RequestKey("body", object)
 SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -166,7 +167,7 @@ class FakeCluster:
                 body = await request.json()
             except json.JSONDecodeError:
                 return status(400, "BadRequest", "the body is not JSON")
-        request["body"] = body
+        request[BODY] = body
         self.requests.append({"method": request.method, "path": request.path_qs, "body": body})
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             return status(401, "Unauthorized", "Unauthorized")
@@ -180,7 +181,7 @@ class FakeCluster:
 
     # -- pods --------------------------------------------------------------------------------
     async def create_pod(self, request: web.Request) -> web.Response:
-        body = request["body"]
+        body = request[BODY]
         pod = as_model(body, "V1Pod")
         name = pod.metadata.name or ""
         if len(name) > 253 or not SUBDOMAIN.match(name):
@@ -289,6 +290,21 @@ class FakeCluster:
                 "containerStatuses": [{"name": c["name"], "image": c["image"], "imageID": "", "ready": not waiting,
                                        "restartCount": 0, "state": state} for c in spec["containers"]]}
 
+    def _refreshed(self, name: str) -> dict[str, Any] | None:
+        """The pod, Failed once its container no longer runs (killed, OOM, removed), as the kubelet reports it."""
+        with self.lock:
+            pod = self.pods.get(name)
+            container = self.containers.get(name)
+        if pod is not None and container is not None and pod["status"].get("phase") == "Running":
+            running = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", container],
+                                     capture_output=True, text=True).stdout.strip()
+            if running != "true":
+                pod["status"]["phase"] = "Failed"
+                pod["status"]["reason"] = "Error"
+                for entry in pod["status"].get("containerStatuses") or []:
+                    entry["state"] = {"terminated": {"exitCode": 137, "reason": "Error"}}
+        return pod
+
     async def list_pods(self, request: web.Request) -> web.Response:
         wanted = dict(part.split("=", 1) for part in request.query.get("labelSelector", "").split(",") if part)
         with self.lock:
@@ -297,14 +313,7 @@ class FakeCluster:
 
     async def read_pod(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        with self.lock:
-            pod = self.pods.get(name)
-            if pod is not None and name in self.containers:
-                running = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", self.containers[name]],
-                                         capture_output=True, text=True).stdout.strip()
-                if running != "true":
-                    pod["status"]["phase"] = "Failed"
-                    pod["status"]["reason"] = "Error"
+        pod = self._refreshed(name)
         if pod is None:
             return status(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
         return web.json_response(self._public(pod))
@@ -328,9 +337,8 @@ class FakeCluster:
         name = request.match_info["name"]
         query = request.query
         argv = query.getall("command", [])
-        with self.lock:
-            pod = self.pods.get(name)
-            container = self.containers.get(name)
+        pod = self._refreshed(name)
+        container = self.containers.get(name)
         if pod is None:
             return status(404, "NotFound", f'pods "{name}" not found')
         names = [c["name"] for c in pod["spec"]["containers"]]
@@ -378,7 +386,7 @@ class FakeCluster:
             await process.wait()
             return ws
         code = await process.wait()
-        gone = name not in self.containers
+        gone = (self._refreshed(name) or {}).get("status", {}).get("phase") != "Running"
         if gone:
             body = {"metadata": {}, "status": "Failure", "message": "container not found", "reason": "InternalError"}
         elif code == 0:
@@ -396,7 +404,7 @@ class FakeCluster:
 
     # -- policies and reviews ----------------------------------------------------------------------
     async def create_policy(self, request: web.Request) -> web.Response:
-        body = request["body"]
+        body = request[BODY]
         policy = as_model(body, "V1NetworkPolicy")
         name = policy.metadata.name or ""
         if not SUBDOMAIN.match(name):
@@ -415,7 +423,7 @@ class FakeCluster:
         return web.json_response(policy)
 
     async def review(self, request: web.Request) -> web.Response:
-        body = request["body"]
+        body = request[BODY]
         as_model(body, "V1SelfSubjectAccessReview")
         attributes = body["spec"]["resourceAttributes"]
         what = f"{attributes['verb']} {attributes['resource']}" + (f"/{attributes['subresource']}" if attributes.get("subresource") else "")
