@@ -23,7 +23,7 @@ from agentcompass.providers.kubernetes.pod import (
 )
 from agentcompass.providers.kubernetes.sandbox import KubernetesSandbox, delete_pod, pod_ended
 from agentcompass.providers.kubernetes.settings import KubernetesSettings
-from agentcompass.providers.kubernetes.setup import api_client, kubernetes_readiness
+from agentcompass.providers.kubernetes.setup import api_client, kubernetes_readiness, resolved
 from agentcompass.providers.remote import OWNER_LABEL, is_leftover, one_line, process_owner
 
 if TYPE_CHECKING:
@@ -64,6 +64,7 @@ class KubernetesProvider:
     def _connect(self) -> "ApiClient":
         with self._lock:
             if self._api is None:
+                self.settings = resolved(self.settings)
                 self._api = api_client(self.settings)
             return self._api
 

@@ -10,7 +10,7 @@ from agentcompass.core.schema import Positive, PositiveInt, Strict
 
 
 class KubernetesSettings(Strict):
-    namespace: str = "default"  # where the pods (and the no-egress NetworkPolicy) are made
+    namespace: str | None = None  # where the pods (and the no-egress NetworkPolicy) are made; default: the context's, else "default"
     # Credentials, first found wins: api_server + token (a private --config file), then kubeconfig (this file,
     # else $KUBECONFIG, else ~/.kube/config) with `context`, then the in-cluster service account.
     kubeconfig: str | None = None

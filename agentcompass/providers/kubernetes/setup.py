@@ -65,6 +65,37 @@ def credentials(settings: KubernetesSettings, config_source: str = "") -> Creden
     return None
 
 
+IN_CLUSTER_NAMESPACE = IN_CLUSTER_TOKEN.parent / "namespace"
+
+
+def namespace_of(settings: KubernetesSettings, found: Credentials | None) -> tuple[str, str]:
+    """The namespace and why: the setting, else the kubeconfig context's (as kubectl uses it), else the
+    in-cluster pod's own, else `default`."""
+    if settings.namespace:
+        return settings.namespace, "namespace in the env settings"
+    if found is not None and found.kind == "kubeconfig":
+        from kubernetes import config
+
+        try:
+            contexts, current = config.list_kube_config_contexts(found.path)
+        except (config.ConfigException, OSError, ValueError):
+            contexts, current = [], None
+        chosen = next((c for c in contexts if c.get("name") == settings.context), None) if settings.context else current
+        namespace = ((chosen or {}).get("context") or {}).get("namespace")
+        if namespace:
+            return str(namespace), f"context {(chosen or {}).get('name')} of the kubeconfig"
+    if found is not None and found.kind == "in-cluster" and IN_CLUSTER_NAMESPACE.is_file():
+        return IN_CLUSTER_NAMESPACE.read_text().strip(), "this pod's own namespace"
+    return "default", "the default"
+
+
+def resolved(settings: KubernetesSettings, config_source: str = "") -> KubernetesSettings:
+    """The settings with the namespace filled in (namespace_of)."""
+    if settings.namespace:
+        return settings
+    return settings.model_copy(update={"namespace": namespace_of(settings, credentials(settings, config_source))[0]})
+
+
 def api_client(settings: KubernetesSettings, config_source: str = "") -> "ApiClient":
     """An ApiClient of its own (never the client library's global default), from the first credentials found."""
     from kubernetes import client, config
@@ -92,7 +123,7 @@ def api_client(settings: KubernetesSettings, config_source: str = "") -> "ApiCli
     return client.ApiClient(configuration)
 
 
-def access_review(api: "ApiClient", namespace: str, verb: str, resource: str, subresource: str, group: str) -> bool:
+def access_review(api: "ApiClient", namespace: str | None, verb: str, resource: str, subresource: str, group: str) -> bool:
     from kubernetes import client
 
     review = client.V1SelfSubjectAccessReview(spec=client.V1SelfSubjectAccessReviewSpec(
@@ -118,7 +149,9 @@ def kubernetes_readiness(settings: KubernetesSettings, live: bool, config_source
         return report.fail("credentials: none found (no api_server/token, KUBECONFIG unset, no ~/.kube/config, "
                            "not in a cluster)", *SETUP_STEPS)
     report.facts.append(f"credentials: {found.source}")
-    report.facts.append(f"namespace: {settings.namespace}")
+    namespace, why = namespace_of(settings, found)
+    settings = settings.model_copy(update={"namespace": namespace})
+    report.facts.append(f"namespace: {namespace} (from {why})")
     report.facts.append("no-internet tasks: " + ("a NetworkPolicy denying egress (the cluster enforces them, says "
                         "network_policies_enforced)" if settings.network_policies_enforced else
                         "refused (set network_policies_enforced: true once the cluster's network plugin enforces NetworkPolicies)"))
