@@ -95,6 +95,8 @@ def sidecars(spec: SandboxSpec, settings: KubernetesSettings) -> list["V1Contain
 
     out = []
     for service in spec.compose.services if spec.compose else []:
+        if not service.image:  # built from a Dockerfile: refused where the task needs it (provider.check)
+            continue
         out.append(client.V1Container(
             name=pod_name(service.name), image=service.image, command=service.entrypoint, args=service.command,
             working_dir=service.workdir, env=[client.V1EnvVar(name=k, value=v) for k, v in service.env.items()] or None,
@@ -108,7 +110,8 @@ def pod_manifest(spec: SandboxSpec, settings: KubernetesSettings, image: str, na
 
     lifetime = int(settings.lifetime or spec.lifetime_s or DEFAULT_LIFETIME_S)
     services = sidecars(spec, settings)
-    aliases = [client.V1HostAlias(ip="127.0.0.1", hostnames=[s.name for s in spec.compose.services])] if services and spec.compose else None
+    aliases = ([client.V1HostAlias(ip="127.0.0.1", hostnames=[s.name for s in spec.compose.services if s.image])]
+               if services and spec.compose else None)
     return client.V1Pod(
         api_version="v1", kind="Pod",
         metadata=client.V1ObjectMeta(name=name, labels=pod_labels(spec, egress_none),
