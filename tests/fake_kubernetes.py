@@ -9,7 +9,8 @@ pod count and limits.cpu answers 403 "exceeded quota" (and refuses a pod without
 admission does). Pods start as Pending; `schedulable=False` keeps them Pending and Unschedulable. A pod whose
 image is not on the docker engine waits in ImagePullBackOff. A NetworkPolicy of policy type Egress selecting the
 pod's labels when it starts runs its container with no network at all (a real CNI's deny-all is the same to the
-pod). Exec is the websocket of pods/exec with the v4.channel.k8s.io framing (channel byte first: 0 stdin, 1
+pod); one whose egress rules allow only an ipBlock puts it on an internal docker network whose gateway (this host)
+is that block (`egress_gateway()`: what a CNI allowing one address gives). Exec is the websocket of pods/exec with the v4.channel.k8s.io framing (channel byte first: 0 stdin, 1
 stdout, 2 stderr, 3 a v1 Status with the exit code as a cause), the command run by `docker exec -i` in the pod's
 container. Every request is recorded in `requests` (method, path with query, body) for the tests to read.
 
@@ -106,6 +107,7 @@ class FakeCluster:
         self.tag = f"agentcompass-fakek8s-{uuid.uuid4().hex[:8]}"
         self.lock = threading.Lock()
         self.url = ""
+        self.network: str | None = None  # the internal network of pods allowed one address (egress_gateway)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
 
@@ -147,6 +149,18 @@ class FakeCluster:
         if self._loop and self._runner:
             asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
             self._loop.call_soon_threadsafe(self._loop.stop)
+        if self.network:
+            subprocess.run(["docker", "network", "rm", self.network], capture_output=True)
+
+    def egress_gateway(self) -> str:
+        """This host's address on an internal docker network: the one address a policy's ipBlock may allow."""
+        if self.network is None:
+            self.network = self.tag
+            subprocess.run(["docker", "network", "create", "--internal", "--label", self.tag, self.network],
+                           capture_output=True, check=True)
+        inspect = subprocess.run(["docker", "network", "inspect", "-f", "{{(index .IPAM.Config 0).Gateway}}", self.network],
+                                 capture_output=True, text=True, check=True)
+        return inspect.stdout.strip()
 
     def kubeconfig(self, directory: Path) -> Path:
         path = directory / "kubeconfig"
@@ -247,9 +261,15 @@ class FakeCluster:
         container = f"{self.tag}-{name}"[:120]
         if waiting is None:
             labels = pod["metadata"].get("labels") or {}
-            deny = any("Egress" in (p["spec"].get("policyTypes") or []) and selected(p["spec"]["podSelector"].get("matchLabels"), labels)
-                       for p in self.policies.values())
-            argv = ["docker", "run", "-d", "--name", container, "--label", self.tag, "--network", "none" if deny else "bridge"]
+            egress = [p["spec"] for p in self.policies.values() if "Egress" in (p["spec"].get("policyTypes") or [])
+                      and selected(p["spec"]["podSelector"].get("matchLabels"), labels)]
+            network = "bridge"
+            if egress:
+                allowed = [peer.get("ipBlock", {}).get("cidr") for spec in egress for rule in spec.get("egress") or []
+                           for peer in rule.get("to") or []]
+                gateway = self.egress_gateway() if allowed and self.network else None
+                network = self.network if gateway and allowed == [f"{gateway}/32"] else "none"
+            argv = ["docker", "run", "-d", "--name", container, "--label", self.tag, "--network", network]
             limits = (main.get("resources") or {}).get("limits") or {}
             if "cpu" in limits:
                 argv += ["--cpus", str(quantity(limits["cpu"]))]

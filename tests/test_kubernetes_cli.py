@@ -87,3 +87,31 @@ def test_cleanup_removes_what_a_killed_run_left(cluster, tmp_path):
     done = run_cli("cleanup", "--env", "kubernetes", "--run-name", "killed", "--config", str(config))
     assert done.returncode == 0 and "removed 1" in done.stdout, done.stderr
     assert left.id not in cluster.pods
+
+
+def test_an_agent_in_a_no_internet_pod_reaches_the_model_only_through_the_gateway(cluster, tmp_path):
+    """The gateway at run.gateway.public_url, the one address the pod's policy allows (gateway_egress_cidr): the
+    agent's calls arrive with the trial's own token, never the model's key, and the task is solved."""
+    import socket
+
+    from fake_llm_server import FakeLLM, FakeLLMServer
+    from mini_demo import API_KEY, FIX_COMMANDS, ONLY_TASK, isolated_env, read_trials, run_dir
+
+    address = cluster.egress_gateway()
+    with socket.socket() as probe:
+        probe.bind((address, 0))
+        port = probe.getsockname()[1]
+    config = private_config(cluster, tmp_path, gateway_egress_cidr=f"{address}/32")
+    llm = FakeLLM(FIX_COMMANDS)
+    with FakeLLMServer(llm) as server:
+        done = run_cli("run", "demo", "mini_swe_agent", "openai_compatible", "model.name=fake-coder-1",
+                       "--model-base-url", server.base_url, "--model-api-key", API_KEY, "--benchmark-params", ONLY_TASK,
+                       "--env", "kubernetes", "--config", str(config), f"run.gateway.public_url=http://{address}:{port}",
+                       f"run.gateway.port={port}", "--results-dir", str(tmp_path / "results"), cwd=tmp_path,
+                       env=isolated_env(tmp_path), timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [trial] = read_trials(run_dir(tmp_path / "results"))
+    assert trial["status"] == "passed", trial
+    assert llm.successes and all(r.authorization == f"Bearer {API_KEY}" for r in llm.successes)  # the gateway added the key
+    policies = [p for p in cluster.policies if p.endswith(tuple("0123456789abcdef"))]
+    assert policies, cluster.policies  # its own policy, apart from the plain no-egress one

@@ -22,7 +22,7 @@ DEFAULT_LIFETIME_S = 2 * 3600
 # The keep-alive as the container's command or its arguments (docker's KEEP_ALIVE): a shell whose child
 # sleeps, so TERM ends it at once and the pod's deletion is quick.
 KEEP_ALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
-EGRESS_LABEL = "agentcompass.io/egress"  # "none": the namespace's no-egress NetworkPolicy selects the pod
+EGRESS_LABEL = "agentcompass.io/egress"  # which of the namespace's no-egress NetworkPolicies selects the pod
 NO_EGRESS_POLICY = "agentcompass-no-egress"
 TRIAL_CONTAINER = "trial"
 
@@ -47,11 +47,25 @@ def label_value(text: str) -> str:
     return hashed(text, safe, MAX_LABEL) if safe else hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def pod_labels(spec: SandboxSpec, egress_none: bool) -> dict[str, str]:
-    """The trial's labels (agentcompass=1, run, trial: what `cleanup` selects on) as valid label values."""
+def egress_class(settings: KubernetesSettings) -> str:
+    """The label value (and policy name suffix) of no-internet pods: `none`, or `gw-HASH` where the gateway's
+    address is allowed. Policies add up, so each pod is selected by exactly one: runs allowing different
+    addresses never widen each other's pods."""
+    cidr = settings.gateway_egress_cidr
+    return f"gw-{hashlib.sha256(cidr.encode()).hexdigest()[:10]}" if cidr else "none"
+
+
+def policy_name(settings: KubernetesSettings) -> str:
+    kind = egress_class(settings)
+    return NO_EGRESS_POLICY if kind == "none" else f"{NO_EGRESS_POLICY}-{kind}"
+
+
+def pod_labels(spec: SandboxSpec, egress: str | None) -> dict[str, str]:
+    """The trial's labels (agentcompass=1, run, trial: what `cleanup` selects on) as valid label values, and the
+    no-internet class (`egress`) its NetworkPolicy selects."""
     labels = {key: label_value(value) for key, value in spec.labels.items() if key and re.fullmatch(r"[A-Za-z0-9_.-]{1,63}", key)}
-    if egress_none:
-        labels[EGRESS_LABEL] = "none"
+    if egress:
+        labels[EGRESS_LABEL] = egress
     return labels
 
 
@@ -105,7 +119,7 @@ def sidecars(spec: SandboxSpec, settings: KubernetesSettings) -> list["V1Contain
 
 
 def pod_manifest(spec: SandboxSpec, settings: KubernetesSettings, image: str, name: str, owner: str,
-                 egress_none: bool) -> "V1Pod":
+                 egress: str | None) -> "V1Pod":
     from kubernetes import client
 
     lifetime = int(settings.lifetime or spec.lifetime_s or DEFAULT_LIFETIME_S)
@@ -114,7 +128,7 @@ def pod_manifest(spec: SandboxSpec, settings: KubernetesSettings, image: str, na
                if services and spec.compose else None)
     return client.V1Pod(
         api_version="v1", kind="Pod",
-        metadata=client.V1ObjectMeta(name=name, labels=pod_labels(spec, egress_none),
+        metadata=client.V1ObjectMeta(name=name, labels=pod_labels(spec, egress),
                                      annotations={"agentcompass.io/owner": owner, "agentcompass.io/trial": spec.name}),
         spec=client.V1PodSpec(
             containers=[trial_container(spec, settings, image), *services],
@@ -141,6 +155,6 @@ def no_egress_policy(settings: KubernetesSettings) -> "V1NetworkPolicy":
             ip_block=client.V1IPBlock(cidr=settings.gateway_egress_cidr))])]
     return client.V1NetworkPolicy(
         api_version="networking.k8s.io/v1", kind="NetworkPolicy",
-        metadata=client.V1ObjectMeta(name=NO_EGRESS_POLICY, labels={"agentcompass": "1"}),
-        spec=client.V1NetworkPolicySpec(pod_selector=client.V1LabelSelector(match_labels={EGRESS_LABEL: "none"}),
+        metadata=client.V1ObjectMeta(name=policy_name(settings), labels={"agentcompass": "1"}),
+        spec=client.V1NetworkPolicySpec(pod_selector=client.V1LabelSelector(match_labels={EGRESS_LABEL: egress_class(settings)}),
                                         policy_types=["Egress"], egress=egress))

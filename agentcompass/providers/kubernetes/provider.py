@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from agentcompass.core.errors import BackPressure, BuildFailed, FatalInfraError, InfraError, TrialError, UserError
 from agentcompass.core.sandbox import SandboxSpec, common_refusals, refusal
 from agentcompass.providers.kubernetes.pod import (
-    NO_EGRESS_POLICY, TRIAL_CONTAINER, label_value, no_egress_policy, pod_labels, pod_manifest, pod_name,
+    TRIAL_CONTAINER, egress_class, label_value, no_egress_policy, pod_labels, pod_manifest, pod_name,
 )
 from agentcompass.providers.kubernetes.sandbox import KubernetesSandbox, delete_pod, pod_ended
 from agentcompass.providers.kubernetes.settings import KubernetesSettings
@@ -102,11 +102,11 @@ class KubernetesProvider:
         with self._lock:
             if image in self._failed_images:
                 raise BuildFailed(f"{self._failed_images[image]} (not pulled again)")
-        egress_none = not spec.allow_internet
-        if egress_none:
+        egress = None if spec.allow_internet else egress_class(s)
+        if egress:
             self._ensure_policy(api)
         name = pod_name(spec.name)
-        manifest = pod_manifest(spec, s, image, name, self._owner, egress_none)
+        manifest = pod_manifest(spec, s, image, name, self._owner, egress)
         self._create(api, manifest, spec)
         try:
             self._wait_running(api, name, image)
@@ -144,7 +144,7 @@ class KubernetesProvider:
                 labels = {**(holder.metadata.labels or {}),
                           OWNER_LABEL: (holder.metadata.annotations or {}).get("agentcompass.io/owner", "")}
                 running = pod_ended(holder) is None
-                if not is_leftover(labels, running, pod_labels(spec, False), self._owner):
+                if not is_leftover(labels, running, pod_labels(spec, None), self._owner):
                     raise InfraError(f"pod name {name} is held by a live pod of another process; is another run using "
                                      f"this run name? end it, or: agentcompass cleanup --env kubernetes --run-name "
                                      f"{spec.labels.get('run', 'NAME')}")
@@ -211,15 +211,18 @@ class KubernetesProvider:
                 return
             s = self.settings
             networking = client.NetworkingV1Api(api)
+            wanted = no_egress_policy(s)
+            name = wanted.metadata.name
             try:
-                networking.create_namespaced_network_policy(s.namespace, no_egress_policy(s), _request_timeout=s.api_timeout)
+                networking.create_namespaced_network_policy(s.namespace, wanted, _request_timeout=s.api_timeout)
             except ApiException as exc:
                 if exc.status != 409:  # 409: it is there already
-                    raise classify(exc, f"cannot create NetworkPolicy {NO_EGRESS_POLICY}") from exc
-                current = networking.read_namespaced_network_policy(NO_EGRESS_POLICY, s.namespace, _request_timeout=s.api_timeout)
-                if current.spec.egress and not s.gateway_egress_cidr or not current.spec.policy_types == ["Egress"]:
-                    raise FatalInfraError(f"NetworkPolicy {NO_EGRESS_POLICY} in namespace {s.namespace} allows egress "
-                                          "this run did not ask for; delete it (it is made again) or fix it")
+                    raise classify(exc, f"cannot create NetworkPolicy {name}") from exc
+                current = networking.read_namespaced_network_policy(name, s.namespace, _request_timeout=s.api_timeout)
+                if api.sanitize_for_serialization(current.spec) != api.sanitize_for_serialization(wanted.spec):
+                    raise FatalInfraError(f"NetworkPolicy {name} in namespace {s.namespace} is not the one agentcompass "
+                                          "makes (it may allow egress no-internet tasks must not have); delete it "
+                                          "(it is made again) or fix it")
             self._policy_ready = True
 
     def cleanup(self, run_name: str | None = None) -> int:
