@@ -135,7 +135,7 @@ def pod_manifest(spec: SandboxSpec, settings: KubernetesSettings, image: str, na
             restart_policy="Never",  # a container that dies is a lost sandbox, never silently a fresh one
             active_deadline_seconds=lifetime,  # the cluster ends the pod past its lifetime, even if this run is gone
             termination_grace_period_seconds=5,
-            automount_service_account_token=settings.automount_service_account_token,
+            automount_service_account_token=settings.mount_service_account,
             service_account_name=settings.service_account,
             image_pull_secrets=[client.V1LocalObjectReference(name=n) for n in settings.image_pull_secrets] or None,
             enable_service_links=False,  # no variables naming the namespace's services in the agent's environment

@@ -22,7 +22,7 @@ class KubernetesSettings(Strict):
     image_pull_policy: str | None = None  # Always, IfNotPresent or Never; default: the cluster's
     image_pull_secrets: list[str] = Field(default_factory=list)  # Secret names in the namespace
     service_account: str | None = None  # none: the namespace's default, with no token mounted
-    automount_service_account_token: bool = False  # a pod's API token is the agent's too: off unless asked
+    mount_service_account: bool = False  # a pod's API token is the agent's too: off unless asked
     cpu: Positive | None = None  # vCPUs (Kubernetes cores); overrides the task's; request = limit
     memory: PositiveInt | None = None  # MiB; overrides the task's; request = limit
     gpu_resource: str = "nvidia.com/gpu"  # the extended resource a task's gpus are asked as
