@@ -236,3 +236,26 @@ def test_the_fake_is_as_strict_as_the_api_server(cluster):
     for body in (bad_name, unknown_field, bad_label, over_limit):
         assert post(pods, body) == 422, json.dumps(body)
     assert post("/api/v1/namespaces/kube-system/pods", {**bad_name, "metadata": {"name": "ok"}}) == 404
+
+
+def test_compose_sidecars_are_containers_of_the_pod_reached_by_their_names(provider, cluster):
+    from agentcompass.core.sandbox import ComposeSpec, ContainerSpec
+
+    server = ContainerSpec(name="api", image="agentcompass/base:bookworm",
+                           command=["python3", "-m", "http.server", "8087", "--directory", "/etc"])
+    compose = ComposeSpec(client=ContainerSpec(name="main"), services=[server], required=True)
+    provider.check(spec("sidecar.1", compose=compose))
+    box = provider.open(spec("sidecar.1", internet=False, compose=compose))
+    try:
+        fetch = box.exec("for i in $(seq 50); do python3 -c 'import urllib.request as u; "
+                         "print(u.urlopen(\"http://api:8087/hostname\").status)' 2>/dev/null && break; sleep 0.2; done")
+        assert fetch.stdout.strip() == "200"
+        body = next(r["body"] for r in cluster.requests if r["method"] == "POST" and r["path"].endswith("/pods")
+                    and r["body"]["metadata"]["name"].startswith("sidecar"))
+        assert [c["name"] for c in body["spec"]["containers"]] == ["trial", "api"]
+    finally:
+        box.close()
+    built = ComposeSpec(client=ContainerSpec(name="main"), services=[ContainerSpec(name="db", build_context=Path("."))],
+                        required=True)
+    with pytest.raises(UserError, match="cannot build|built from a Dockerfile"):
+        provider.check(spec("sidecar.2", compose=built))
