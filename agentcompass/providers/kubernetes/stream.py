@@ -27,6 +27,11 @@ RUNNER = ['/bin/sh', '-c', 'eval "$(head -c "$0")"']
 SEND_CHUNK = 256 * 1024
 
 
+class Discard:
+    def write(self, _data: bytes) -> None:
+        pass
+
+
 class StreamBroken(Exception):
     """The exec stream ended without the command's status: the pod or the connection went away."""
 
@@ -83,6 +88,9 @@ class ExecStream:
         core = client.CoreV1Api(client.ApiClient(configuration))
         self.ws = stream(core.connect_get_namespaced_pod_exec, pod, namespace, container=container, command=argv,
                          stdin=True, stdout=True, stderr=True, tty=False, _preload_content=False, binary=True)
+        # The client also copies all output into one buffer for read_all(), which `stream` gives no way to turn
+        # off; unread, it would hold a whole download or an agent's endless output in memory a second time.
+        self.ws._all = Discard()
 
     def send(self, data: bytes) -> None:
         for start in range(0, len(data), SEND_CHUNK):
