@@ -73,14 +73,16 @@ def namespace_of(settings: KubernetesSettings, found: Credentials | None) -> tup
     in-cluster pod's own, else `default`."""
     if settings.namespace:
         return settings.namespace, "namespace in the env settings"
-    if found is not None and found.kind == "kubeconfig":
-        from kubernetes import config
+    if found is not None and found.kind == "kubeconfig" and found.path:
+        import yaml  # read here, not by the client: `list envs` imports no SDK
 
         try:
-            contexts, current = config.list_kube_config_contexts(found.path)
-        except (config.ConfigException, OSError, ValueError):
-            contexts, current = [], None
-        chosen = next((c for c in contexts if c.get("name") == settings.context), None) if settings.context else current
+            data = yaml.safe_load(Path(found.path).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError):
+            data = {}
+        wanted = settings.context or (data.get("current-context") if isinstance(data, dict) else None)
+        contexts = data.get("contexts") or [] if isinstance(data, dict) else []
+        chosen = next((c for c in contexts if isinstance(c, dict) and c.get("name") == wanted), None)
         namespace = ((chosen or {}).get("context") or {}).get("namespace")
         if namespace:
             return str(namespace), f"context {(chosen or {}).get('name')} of the kubeconfig"
