@@ -3,12 +3,13 @@ the pod's deletion. The provider that creates it is in provider.py."""
 
 from __future__ import annotations
 
-import io
+import shlex
 import tarfile
 import tempfile
 import time
 import uuid
 from pathlib import Path, PurePosixPath
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agentcompass.core.errors import InfraError
@@ -53,7 +54,7 @@ class KubernetesSandbox(RemoteSandbox):
             raise self._failure(f"exec in pod {self.id} failed", exc) from exc
 
     def _run(self, body: bytes, payload: bytes = b"", *, timeout: float | None, keep: int,
-             sink=None, mark: str = "") -> tuple[int | None, bytes, bytes, bytes, bool]:
+             sink: "Callable[[bytes], object] | None" = None, mark: str = "") -> tuple[int | None, bytes, bytes, bytes, bool]:
         """Send `body` (the script) and `payload` on stdin, then read until the command ends."""
         stream = self._open([*RUNNER, str(len(body))])
         start = time.monotonic()
@@ -86,7 +87,7 @@ class KubernetesSandbox(RemoteSandbox):
         return ExecResult(code, cap_output(out, cap), cap_output(err, cap), timed_out, time.monotonic() - start)
 
     def _kill_marked(self, mark: str) -> None:
-        body = f"exec /bin/sh -c {shlex_quote(KILL_MARKED)} {shlex_quote(f'{EXEC_MARK}={mark}')}\n".encode()
+        body = f"exec /bin/sh -c {shlex.quote(KILL_MARKED)} {shlex.quote(f'{EXEC_MARK}={mark}')}\n".encode()
         try:
             self._run(body, timeout=60, keep=4096)
         except InfraError:
@@ -123,7 +124,7 @@ class KubernetesSandbox(RemoteSandbox):
 
     def download(self, remote: str, local: Path) -> list[str]:
         """Copy `remote` (a file, or a directory's contents) to `local`; FileNotFoundError when it is missing."""
-        body = f"set -- {shlex_quote(str(PurePosixPath(remote)))}\n{DOWNLOAD_SCRIPT}\n".encode()
+        body = f"set -- {shlex.quote(str(PurePosixPath(remote)))}\n{DOWNLOAD_SCRIPT}\n".encode()
         with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as spool:
             code, _, err, status, _ = self._run(body, timeout=TRANSFER_TIMEOUT_S, keep=4096, sink=spool.write)
             if code == MISSING_EXIT:
@@ -136,25 +137,11 @@ class KubernetesSandbox(RemoteSandbox):
             with tarfile.open(fileobj=spool, mode="r") as archive:
                 return extract_renamed(archive, local, remote)  # tar archives links as links: none followed
 
-    def _upload_bytes(self, data: bytes, remote: str) -> None:
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as archive:
-            info = tarfile.TarInfo(remote.lstrip("/"))
-            info.size, info.mode = len(data), 0o644
-            archive.addfile(info, io.BytesIO(data))
-        self._send_archive(buffer.getvalue(), f"upload of {remote}")
-
     def close(self) -> None:
         """Delete the pod (at once: its keep-alive ends on TERM); nothing else. Safe to call twice."""
         if not self._close_once():
             return
         delete_pod(self.api, self.namespace, self.id, self.settings.api_timeout)
-
-
-def shlex_quote(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
 
 
 def pod_ended(pod: object) -> str | None:
