@@ -94,16 +94,19 @@ def selected(selector: dict[str, str] | None, labels: dict[str, str]) -> bool:
 
 class FakeCluster:
     def __init__(self, namespace: str = "agentcompass-test", *, quota_pods: int | None = None,
-                 quota_cpu: float | None = None, schedulable: bool = True, denied: tuple[str, ...] = ()) -> None:
+                 quota_cpu: float | None = None, schedulable: bool = True, denied: tuple[str, ...] = (),
+                 protocols: tuple[str, ...] = (PROTOCOL,)) -> None:
         self.namespace = namespace
         self.token = f"fake-{uuid.uuid4().hex}"
         self.quota_pods, self.quota_cpu, self.schedulable = quota_pods, quota_cpu, schedulable
+        self.protocols = protocols  # what the exec websocket accepts; v5 adds only stdin's close, which we never send
         self.denied = set(denied)  # "verb resource[/sub]" the access reviews refuse
         self.pods: dict[str, dict[str, Any]] = {}
         self.containers: dict[str, str] = {}  # pod name -> docker container
         self.policies: dict[str, dict[str, Any]] = {}
         self.requests: list[dict[str, Any]] = []
         self.exec_argv: list[list[str]] = []
+        self.exec_protocols: list[str | None] = []
         self.tag = f"agentcompass-fakek8s-{uuid.uuid4().hex[:8]}"
         self.lock = threading.Lock()
         self.url = ""
@@ -371,14 +374,15 @@ class FakeCluster:
             return status(400, "BadRequest", f"pod {name} is not running")
         if not argv or query.get("tty") == "true":
             return status(400, "BadRequest", "you must specify at least 1 command (and no tty here)")
-        ws = web.WebSocketResponse(protocols=(PROTOCOL,))
+        ws = web.WebSocketResponse(protocols=self.protocols)
         if not ws.can_prepare(request).ok:
             return status(400, "BadRequest", "exec needs a websocket upgrade with a channel.k8s.io protocol")
         await ws.prepare(request)
-        if ws.ws_protocol != PROTOCOL:
+        if ws.ws_protocol not in self.protocols:
             await ws.close()
             return ws
         self.exec_argv.append(argv)
+        self.exec_protocols.append(ws.ws_protocol)
         process = await asyncio.create_subprocess_exec(
             "docker", "exec", "-i", container, *argv, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -389,7 +393,9 @@ class FakeCluster:
 
         async def feed() -> None:
             async for message in ws:
-                if message.type == WSMsgType.BINARY and message.data[:1] == b"\x00" and process.stdin:
+                if message.type == WSMsgType.BINARY and message.data[:2] == b"\xff\x00" and process.stdin:
+                    process.stdin.close()  # v5: the client closed stdin
+                elif message.type == WSMsgType.BINARY and message.data[:1] == b"\x00" and process.stdin:
                     try:
                         process.stdin.write(message.data[1:])
                         await process.stdin.drain()

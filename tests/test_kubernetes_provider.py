@@ -94,6 +94,7 @@ def test_secrets_in_env_never_reach_a_url_or_a_process_list(cluster, sandbox):
     assert secret not in listing.stdout and listing.stdout.rstrip().endswith(str(len(secret)))
     assert not any(secret in r["path"] for r in cluster.requests)
     assert not any(secret in " ".join(argv) for argv in cluster.exec_argv)
+    assert set(cluster.exec_protocols) == {"v4.channel.k8s.io"}
 
 
 def test_files_round_trip_and_a_link_out_is_refused(sandbox, tmp_path):
@@ -256,3 +257,20 @@ def test_compose_sidecars_are_containers_of_the_pod_reached_by_their_names(provi
                         required=True)
     with pytest.raises(UserError, match="cannot build|built from a Dockerfile"):
         provider.check(spec("sidecar.2", compose=built))
+
+
+def test_a_cluster_that_speaks_v5_runs_the_same_commands(tmp_path):
+    """Newer API servers choose v5.channel.k8s.io when the client offers it: same framing, stdin never closed by us."""
+    fake = FakeCluster(protocols=("v5.channel.k8s.io", "v4.channel.k8s.io")).start()
+    try:
+        box = make_provider(fake, tmp_path).open(spec("five.1"))
+        try:
+            (tmp_path / "f").write_text("v5 payload")
+            box.upload(tmp_path / "f", "/tmp/five/f")
+            result = box.exec("cat /tmp/five/f; exit 4")
+            assert (result.exit_code, result.stdout) == (4, "v5 payload")
+            assert set(fake.exec_protocols) == {"v5.channel.k8s.io"}
+        finally:
+            box.close()
+    finally:
+        fake.stop()
