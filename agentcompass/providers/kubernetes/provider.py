@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
     from agentcompass.core.readiness import Readiness
 
-POLL_S = 0.5  # how often a Pending pod is looked at
+POLL_S = 0.5  # how soon a new pod is first looked at again; then less often, up to MAX_POLL_S
+MAX_POLL_S = 5.0  # many Pending pods polled fast would trip the API server's rate limits
 NAME_RELEASE_WAIT_S = 60  # how long a deleted pod may keep its name from the next attempt
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_FAILURES = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
@@ -169,6 +170,10 @@ class KubernetesProvider:
             try:
                 pod = core.read_namespaced_pod(name, s.namespace, _request_timeout=s.api_timeout)
             except ApiException as exc:
+                busy = exc.status == 429 or exc.status >= 500
+                if busy and time.monotonic() - started < s.schedule_timeout:  # the pod may be fine: look again
+                    time.sleep(MAX_POLL_S)
+                    continue
                 raise classify(exc, f"cannot read pod {name}") from exc
             except Exception as exc:
                 raise InfraError(f"cannot read pod {name}: {one_line(exc)[:300]}") from exc
@@ -195,10 +200,11 @@ class KubernetesProvider:
             for condition in pod.status.conditions or [] if pod.status else []:
                 if condition.type == "PodScheduled" and condition.status == "False":
                     why = f"unschedulable: {one_line(condition.message or condition.reason or '')[:200]}"
-            if time.monotonic() - started > s.schedule_timeout:
+            waited = time.monotonic() - started
+            if waited > s.schedule_timeout:
                 raise BackPressure(f"pod {name} was still Pending after schedule_timeout = {s.schedule_timeout}s ({why}); "
                                    "given back, opening fewer at once and waiting")
-            time.sleep(POLL_S)
+            time.sleep(min(MAX_POLL_S, POLL_S + waited / 10, max(0.05, s.schedule_timeout - waited + 0.05)))
 
     def _ensure_policy(self, api: "ApiClient") -> None:
         """The namespace's NetworkPolicy that denies egress to pods labelled for it: created before the first such
