@@ -78,7 +78,7 @@ def env_settings(env: str, roots: list[Path], config_files: list[Path]) -> tuple
         block = OmegaConf.select(load_overlay(path), f"environments.{env}")
         if isinstance(block, DictConfig):
             merged = OmegaConf.merge(merged, {"env": block})
-            if any(key in block for key in ("token_id", "token_secret", "credentials_file", "project_id")):
+            if any(key in block for key in ("token_id", "token_secret", "credentials_file", "project_id", "token", "kubeconfig")):
                 source = f"environments.{env} in --config {path}"
     data = resolved_section(merged, "env")
     cls = load("provider", data.get("impl") or data.get("name") or env)  # a missing SDK is not ready (missing_sdk)

@@ -22,6 +22,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "podman": "agentcompass.providers.podman.provider:PodmanProvider",
         "modal": "agentcompass.providers.modal.provider:ModalProvider",
         "gcp": "agentcompass.providers.gcp.provider:GcpProvider",
+        "kubernetes": "agentcompass.providers.kubernetes.provider:KubernetesProvider",
         "gcp_batch": "agentcompass.providers.gcp.eval:GcpBatchProvider",  # eval/validate on gcp
     },
     "format": {
