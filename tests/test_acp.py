@@ -1,0 +1,65 @@
+"""The acp harness end to end: a real ACP agent (tests/data/acp_agent.py: JSON-RPC over stdio) driven by
+agentcompass's client on the bundled CPython, in real sandboxes, against the scripted model endpoint."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+from fake_llm_server import FakeLLM, FakeLLMServer
+from shared_cache import cache_dir
+from test_installed_agents import (API_KEY, BRIDGE_HOST, FIX_COMMANDS, TASK, ArgvWatch, base_url, files_containing,
+                                   online_demo, token_price)
+
+pytestmark = pytest.mark.slow  # one bare-interpreter bundle per machine (seconds), real sandboxes
+
+AGENT = REPO / "tests" / "data" / "acp_agent.py"
+PRESET = "gpt-5"
+MODELS = "gpt-4o,gpt-5"  # what the test agent offers: the client must choose the preset's with session/set_model
+
+
+@pytest.fixture(scope="module")
+def bundles() -> Path:
+    return cache_dir("cli-agents")
+
+
+def hydra_dict(values: dict[str, str]) -> str:
+    return "{" + ",".join(f"{key}:'{value}'" for key, value in values.items()) + "}"
+
+
+def run_acp(tmp: Path, cache: Path, llm: FakeLLM, *args: str, env: str = "local",
+            agent_env: dict[str, str] | None = None) -> tuple[dict, Path, ArgvWatch]:
+    host = BRIDGE_HOST if env == "docker" else "127.0.0.1"
+    agent_env = {"ACP_TEST_MODELS": MODELS, **(agent_env or {})}
+    with FakeLLMServer(llm, host="0.0.0.0" if env == "docker" else "127.0.0.1") as server, ArgvWatch(API_KEY) as watch:
+        proc = run_cli("run", "demo_online", "acp", PRESET, "--env", env, "--config-dir", str(online_demo(tmp)),
+                       "--model-base-url", base_url(server, PRESET, host), "--no-model-check",
+                       f"harness.cache_dir={cache}", f"harness.upload={hydra_dict({'agent_py': str(AGENT)})}",
+                       "harness.agent='$AGENT_DIR/py/bin/python3.12 $AGENT_FILES/agent_py'",
+                       f"harness.env={hydra_dict(agent_env)}",
+                       "--results-dir", str(tmp / "results"), "--run-name", f"t-{uuid.uuid4().hex[:8]}", *args,
+                       cwd=tmp, timeout=900, env={"AGENTCOMPASS_CACHE_DIR": str(tmp / "cache"), "HOME": str(tmp),
+                                                  "OPENAI_API_KEY": API_KEY})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [directory] = [p.parent for p in (tmp / "results").glob("*/*/summary.json")]
+    [trial] = [json.loads(line) for line in (directory / "trials.jsonl").read_text().splitlines()]
+    return trial, directory, watch
+
+
+def test_an_acp_agent_fixes_the_demo_task_on_local(tmp_path, bundles):
+    llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed: median() now averages the two middle values.")
+    trial, directory, watch = run_acp(tmp_path, bundles, llm)
+    assert trial["status"] == "passed", trial
+    assert {r.body["model"] for r in llm.successes} == {PRESET}  # chosen over ACP: the agent's default is gpt-4o
+    usage = trial["usage"]
+    assert usage["tokens_in"] == sum(r.usage["prompt_tokens"] for r in llm.successes)
+    assert usage["tokens_out"] == sum(r.usage["completion_tokens"] for r in llm.successes)
+    assert usage["cost_usd"] == pytest.approx(sum(token_price(PRESET, r.usage) for r in llm.successes), rel=1e-6)
+    events = (directory / "tasks" / TASK / "attempt-1" / "acp.jsonl").read_text()
+    assert "terminal/create" in events and "session/request_permission" in events and "mid - 1" in events
+    assert files_containing(directory.parent, API_KEY) == []
+    assert watch.samples > 10 and watch.seen == []
