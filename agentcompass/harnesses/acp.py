@@ -10,8 +10,8 @@ sends the task's instruction as one prompt and serves the agent's permission, fi
 permission granted, as Harbor's default `allow`).
 
 The endpoint reaches the agent as environment variables (`endpoint_env`, OpenAI's and Anthropic's usual names by
-default) and, for agents that read a config file, as files under HOME (`config_files`, with ${model},
-${openai_base_url}, ${anthropic_base_url} and ${key_env} filled in; the key itself only ever in the env file). Usage:
+default) and, for agents that read a config file, as files under HOME (`config_files`, with {{model}},
+{{openai_base_url}}, {{anthropic_base_url}} and {{key_env}} filled in; the key itself only ever in the env file). Usage:
 the gateway's metering; without it, the prompt's `usage` the agent returned, priced by the model's prices, and its
 `usage_update` cost kept beside as cli_cost_usd. Errors: an HTTP status the agent reported (in a JSON-RPC error or
 its stderr) is mapped as the other CLIs' are; an agent that ended the turn with `refusal` is a refusal.
@@ -23,11 +23,11 @@ import re
 import shlex
 from importlib import resources
 from pathlib import Path
-from string import Template
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from agentcompass import __version__
 from agentcompass.core.errors import (AgentSafetyRefusalError, ContextWindowExceededError, InfraError,
                                       OutputLengthExceededError, TrialError, UserError)
 from agentcompass.core.models import cli_model_name
@@ -47,6 +47,7 @@ FILES_DIR = f"{AGENT_DIR}/files"
 CLIENT = f"{HOME_DIR}/acp_client.py"
 # An HTTP status as agents and their SDKs print it: "HTTP 401", "HTTP Error 429", "status code 503", "status: 404".
 STATUS = re.compile(r"(?:\bHTTP(?:\s+Error)?|status(?:[ _]code)?|\"status\")[\s:=]+(\d{3})\b", re.IGNORECASE)
+PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")  # {{model}} in config_files (${...} is the config's own interpolation)
 CONTEXT = re.compile(r"context_length_exceeded|maximum context length|context window", re.IGNORECASE)
 DEFAULT_ENDPOINT_ENV = {"OPENAI_BASE_URL": "openai_base_url", "OPENAI_API_KEY": "api_key",
                         "ANTHROPIC_BASE_URL": "anthropic_base_url", "ANTHROPIC_API_KEY": "api_key"}
@@ -65,7 +66,7 @@ class AcpHarness(InstalledAgent):
         upload: dict[str, str] = Field(default_factory=dict)  # name under $AGENT_FILES in the sandbox -> local file
         endpoint_env: dict[str, Literal["openai_base_url", "anthropic_base_url", "api_key", "model"]] = Field(
             default_factory=lambda: dict(DEFAULT_ENDPOINT_ENV))  # env var -> the endpoint value it carries
-        config_files: dict[str, str] = Field(default_factory=dict)  # path under HOME -> text (${model}, ...)
+        config_files: dict[str, str] = Field(default_factory=dict)  # path under HOME -> text ({{model}}, ...)
         permission: Literal["allow", "deny"] = "allow"  # the answer to the agent's permission requests
         timeout_s: float | None = Field(None, gt=0)  # default: the task's agent timeout
         env: dict[str, str] = Field(default_factory=dict)  # added to the agent's environment
@@ -116,7 +117,8 @@ class AcpHarness(InstalledAgent):
 
     def config_files(self, model: "ModelConfig", endpoint: Any) -> dict[str, str]:
         values = {k: v for k, v in self.endpoint_values(model, endpoint).items() if k != "api_key"}
-        files = {path: Template(text).safe_substitute(values, key_env=KEY_ENV)
+        values["key_env"] = KEY_ENV
+        files = {path: PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
                  for path, text in self.settings.config_files.items()}
         return {**files, "acp_client.py": resources.files("agentcompass.harnesses").joinpath("acp_client.py").read_text()}
 
@@ -127,7 +129,7 @@ class AcpHarness(InstalledAgent):
 
     def command(self, model: "ModelConfig", workdir: str) -> str:
         return (f'{self.interpreter} -I {CLIENT} --prompt-file "$PROMPT_FILE" --model {shlex.quote(cli_model_name(model))} '
-                f"--permission {self.settings.permission} -- {self.settings.agent}")
+                f"--permission {self.settings.permission} --client-version {__version__} -- {self.settings.agent}")
 
     def read_usage(self, stdout: str) -> Usage:
         usage = Usage(cost_known=False)

@@ -284,9 +284,9 @@ def choose_model(client: Client, session: dict[str, Any], model: str) -> dict[st
     return {"mechanism": "agent configuration", "model": model}
 
 
-def drive(client: Client, prompt: str, cwd: str, model: str | None) -> dict[str, Any]:
+def drive(client: Client, prompt: str, cwd: str, model: str | None, version: str) -> dict[str, Any]:
     result: dict[str, Any] = {"type": "result"}
-    init = client.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientInfo": {"name": "agentcompass"},
+    init = client.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientInfo": {"name": "agentcompass", "version": version},
                                          "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True},
                                                                 "terminal": True}})
     result["agentInfo"] = (init or {}).get("agentInfo")
@@ -307,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="drive one prompt through an ACP agent")
     parser.add_argument("--prompt-file", required=True)
     parser.add_argument("--model", default=None)
+    parser.add_argument("--client-version", default="0")
     parser.add_argument("--permission", choices=("allow", "deny"), default="allow")
     parser.add_argument("agent", nargs=argparse.REMAINDER, help="-- the agent's command line")
     args = parser.parse_args(argv)
@@ -321,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     code = 0
     try:
-        result = drive(client, Path(args.prompt_file).read_text(encoding="utf-8"), cwd, args.model)
+        result = drive(client, Path(args.prompt_file).read_text(encoding="utf-8"), cwd, args.model, args.client_version)
     except (RpcError, AgentGone) as exc:
         code = 1
         error = exc.payload() if isinstance(exc, RpcError) else {"message": str(exc)}
