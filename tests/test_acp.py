@@ -33,15 +33,15 @@ def hydra_dict(values: dict[str, str]) -> str:
 
 
 def run_acp(tmp: Path, cache: Path, llm: FakeLLM, *args: str, env: str = "local",
-            agent_env: dict[str, str] | None = None, agent: Path | None = AGENT) -> tuple[dict, Path, ArgvWatch]:
-    """`agentcompass run demo_online acp gpt-5` on the one task, `agent` (default: the scripted ACP agent) uploaded
+            agent_env: dict[str, str] | None = None, agent: Path | None = AGENT, recipe: str = "demo_online") -> tuple[dict, Path, ArgvWatch]:
+    """`agentcompass run RECIPE acp gpt-5` on the one task, `agent` (default: the scripted ACP agent) uploaded
     and run on the bundled interpreter; the trial record, its dir, the argv watch."""
     host = BRIDGE_HOST if env == "docker" else "127.0.0.1"
     agent_env = {"ACP_TEST_MODELS": MODELS, **(agent_env or {})}
     uploaded = (f"harness.upload={hydra_dict({'agent_py': str(agent)})}",
                 "harness.agent='$AGENT_DIR/py/bin/python3.12 $AGENT_FILES/agent_py'") if agent else ()
     with FakeLLMServer(llm, host="0.0.0.0" if env == "docker" else "127.0.0.1") as server, ArgvWatch(API_KEY) as watch:
-        proc = run_cli("run", "demo_online", "acp", PRESET, "--env", env, "--config-dir", str(online_demo(tmp)),
+        proc = run_cli("run", recipe, "acp", PRESET, "--env", env, "--config-dir", str(online_demo(tmp)),
                        "--model-base-url", base_url(server, PRESET, host), "--no-model-check",
                        f"harness.cache_dir={cache}", f"harness.env={hydra_dict(agent_env)}", *uploaded,
                        "--results-dir", str(tmp / "results"), "--run-name", f"t-{uuid.uuid4().hex[:8]}", *args,
@@ -102,3 +102,16 @@ def test_a_real_acp_cli_mistral_vibe_fixes_the_demo_task(tmp_path, bundles):
     assert trial["usage"]["tokens_in"] == sum(r.usage["prompt_tokens"] for r in llm.successes + llm.checks
                                               if r.status == 200)
     assert files_containing(directory.parent, API_KEY) == []
+
+
+def test_an_acp_agent_fixes_the_offline_demo_task_on_docker(tmp_path, bundles, base_image):
+    """The demo task as shipped (no internet) on docker's default bridge: the image's own Python is never used,
+    the agent reaches the model only through the gateway, and the tokens are the server's."""
+    llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.")
+    trial, directory, watch = run_acp(tmp_path, bundles, llm, "--benchmark-params",
+                                      json.dumps({"sample_ids": [TASK]}), env="docker", recipe="demo")
+    assert trial["status"] == "passed", trial
+    usage = trial["usage"]
+    assert usage["tokens_in"] == sum(r.usage["prompt_tokens"] for r in llm.successes)
+    assert usage["cost_usd"] == pytest.approx(sum(token_price(PRESET, r.usage) for r in llm.successes), rel=1e-6)
+    assert files_containing(directory.parent, API_KEY) == [] and watch.seen == []
