@@ -115,3 +115,13 @@ def test_an_acp_agent_fixes_the_offline_demo_task_on_docker(tmp_path, bundles, b
     assert usage["tokens_in"] == sum(r.usage["prompt_tokens"] for r in llm.successes)
     assert usage["cost_usd"] == pytest.approx(sum(token_price(PRESET, r.usage) for r in llm.successes), rel=1e-6)
     assert files_containing(directory.parent, API_KEY) == [] and watch.seen == []
+
+
+@pytest.mark.parametrize(("setting", "says"), [((), "needs the agent's command line"),
+                                               (("harness.agent=vibe-acp", "harness.package=mistral-vibe"),
+                                                "is not pinned")])
+def test_an_acp_run_without_a_usable_agent_is_refused_before_anything(setting, says, tmp_path):
+    proc = run_cli("run", "demo", "acp", PRESET, "--env", "docker", *setting, "--results-dir", str(tmp_path / "r"),
+                   cwd=tmp_path, env={"OPENAI_API_KEY": API_KEY, "AGENTCOMPASS_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and says in proc.stderr, proc.stderr
+    assert not (tmp_path / "r").exists() and not (tmp_path / "cache" / "cli-agents").exists()

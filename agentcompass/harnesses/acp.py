@@ -28,15 +28,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from agentcompass import __version__
-from agentcompass.core.errors import (AgentSafetyRefusalError, ContextWindowExceededError, InfraError,
+from agentcompass.core.errors import (AgentSafetyRefusalError, ContextWindowExceededError,
                                       OutputLengthExceededError, TrialError, UserError)
 from agentcompass.core.models import cli_model_name
 from agentcompass.core.schema import Strict
 from agentcompass.core.task import Usage
-from agentcompass.harnesses.cli_bundle import BUNDLE, INSTALL_TIMEOUT_S
+from agentcompass.harnesses.cli_bundle import INSTALL_TIMEOUT_S
 from agentcompass.harnesses.installed import (AGENT_DIR, HOME_DIR, InstalledAgent, json_events, last_output,
                                              status_verdict)
 from agentcompass.harnesses.py_bundle import find_python, py_bundle
+from agentcompass.harnesses.py_cli import unpack
 
 if TYPE_CHECKING:
     from agentcompass.core.sandbox import Sandbox
@@ -75,6 +76,9 @@ class AcpHarness(InstalledAgent):
 
     def __init__(self, **settings: Any) -> None:
         super().__init__(**settings)
+        if self.settings.agent.strip() in ("", "???"):
+            raise UserError("harness 'acp' needs the agent's command line: pass harness.agent=COMMAND (e.g. vibe-acp, "
+                            "with harness.package=mistral-vibe==3.0.1 to bundle it from PyPI)")
         package = self.settings.package
         if package is not None and not re.fullmatch(r"[A-Za-z0-9._\-\[\],]+==[A-Za-z0-9.+!\-]+", package):
             raise UserError(f"harness.package {package!r} is not pinned; write NAME==VERSION (pip index versions NAME "
@@ -95,14 +99,10 @@ class AcpHarness(InstalledAgent):
         if self.archive is None:
             self.prepare()
         assert self.archive is not None
-        sandbox.upload(self.archive, f"{AGENT_DIR}/{BUNDLE}")
         for name, path in self.settings.upload.items():
             sandbox.upload(Path(path).expanduser(), f"{FILES_DIR}/{name}")
-        done = sandbox.exec(f"mkdir -p {HOME_DIR} && tar -xzf {AGENT_DIR}/{BUNDLE} -C {AGENT_DIR} && rm {AGENT_DIR}/{BUNDLE}"
-                            f" && {self.interpreter} -I -c 'import json, subprocess, threading'", timeout=timeout_s)
-        if not done.ok:
-            raise InfraError(f"installing the ACP agent's bundle in the sandbox failed (exit {done.exit_code}): "
-                             f"{(done.stdout + done.stderr).strip()[-300:]}")
+        unpack(sandbox, self.archive, f"{self.interpreter} -I -c 'import json, subprocess, threading'",
+               "the ACP agent's bundle", timeout_s)
 
     @property
     def interpreter(self) -> str:

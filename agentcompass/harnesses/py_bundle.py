@@ -34,7 +34,7 @@ import structlog
 
 from agentcompass.core.errors import UserError
 from agentcompass.core.paths import cache_root
-from agentcompass.harnesses.cli_bundle import BUNDLE, watched_install
+from agentcompass.harnesses.cli_bundle import BUNDLE, INSTALL_TIMEOUT_S, watched_install
 
 log = structlog.get_logger("agentcompass")
 LOADER = "ld-linux-x86-64.so.2"
@@ -121,6 +121,7 @@ def py_bundle(requirements: tuple[str, ...], python: HostPython, cache_dir: Path
             site = copy_interpreter(python, tree / "py")
             if requirements:
                 pip_install(python, list(requirements), site, work / "cache")
+                compile_modules(python, site)
             copy_shared_libraries(tree / "py")
             (tree / "bin").mkdir()
             for name, entry in console_scripts(site).items():
@@ -158,9 +159,10 @@ def copy_interpreter(python: HostPython, py: Path) -> Path:
     if python.libpython is not None:
         (py / "so").mkdir()
         shutil.copy2(os.path.realpath(python.libpython), py / "so" / python.libpython.name)
-    ignore = shutil.ignore_patterns("__pycache__", *SKIPPED, *SKIPPED_GLOBS)
-    shutil.copytree(python.stdlib, lib, ignore=lambda d, names: ignore(d, names) if d == str(python.stdlib)
-                    else shutil.ignore_patterns("__pycache__")(d, names), symlinks=False)
+    # The compiled modules come along (their sources' mtimes too): a CLI's start would compile them in every sandbox.
+    ignore = shutil.ignore_patterns(*SKIPPED, *SKIPPED_GLOBS)
+    shutil.copytree(python.stdlib, lib, ignore=lambda d, names: ignore(d, names) if d == str(python.stdlib) else set(),
+                    symlinks=False)
     if not (lib / "lib-dynload").is_dir():  # Debian keeps it apart from the stdlib's other files
         shutil.copytree(python.dynload, lib / "lib-dynload")
     write_interpreter_launcher(py / "bin" / f"python{python.version}", python.version)
@@ -178,6 +180,13 @@ def pip_install(python: HostPython, requirements: list[str], site: Path, cache: 
     if code != 0:
         raise UserError(f"cannot install {' '.join(requirements)} for Python {python.version}: {detail}; check the "
                         f"version (pip index versions {requirements[0].split('==')[0]}) and the Python it needs")
+
+
+def compile_modules(python: HostPython, site: Path) -> None:
+    """Byte-compile the installed packages once here (the interpreter fixes each code object's file name when it loads
+    one from elsewhere); a module that does not compile (a template, a test fixture) stays source only."""
+    subprocess.run([str(python.executable), "-I", "-m", "compileall", "-q", "-j", "0", str(site)], capture_output=True,
+                   timeout=INSTALL_TIMEOUT_S)
 
 
 def ldd(path: Path) -> str:
