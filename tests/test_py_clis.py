@@ -87,13 +87,30 @@ def assert_metered(trial: dict, llm: FakeLLM, directory: Path, watch: ArgvWatch)
     assert watch.samples > 10 and watch.seen == []
 
 
-@pytest.mark.parametrize("env", ["local", "docker"])
-def test_aider_fixes_the_offline_demo_task(env, tmp_path, bundles, request):
+@pytest.mark.parametrize(("env", "tier"), [("local", "low"), ("docker", "high")])
+def test_aider_fixes_the_offline_demo_task(env, tier, tmp_path, bundles, request):
+    """On docker the shipped task (no internet, the default bridge); each run at another tier, which every request
+    carries (the gateway sets it), each request one the chat completions API takes (the openai SDK's types)."""
+    from api_requests import problems
+
     if env == "docker":
         request.getfixturevalue("base_image")
     llm = EditingLLM(EDIT)
     trial, directory, watch = run_cli_agent(tmp_path, bundles, "aider", llm, "harness.args=[--edit-format,diff]",
-                                            env=env)
+                                            f"model.reasoning={tier}", env=env)
     assert trial["status"] == "passed", trial
     assert_metered(trial, llm, directory, watch)
+    served = llm.requests + llm.checks
+    assert llm.edited >= 1 and {r.body.get("reasoning_effort") for r in served} == {tier}
+    assert [p for r in served for p in problems("chat", r.body)] == []
     assert "Applied edit to stats.py" in (directory / "tasks" / TASK / "attempt-1" / "aider.jsonl").read_text()
+
+
+def test_aider_with_a_rejected_key_is_the_agents_authentication_error(tmp_path, bundles):
+    """aider prints litellm's AuthenticationError and exits 0: the attempt is still the key's failure, not a pass
+    or a failed exit, and it is not retried."""
+    llm = EditingLLM(EDIT)
+    llm.api_key = "sk-some-other-key"
+    trial, _, _ = run_cli_agent(tmp_path, bundles, "aider", llm)
+    assert trial["details"].get("error_class") == "AgentAuthenticationError", trial
+    assert trial["status"] == "error" and trial["error_category"] == "agent" and trial["attempt"] == 1, trial
