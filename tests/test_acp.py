@@ -8,7 +8,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import REPO, run_cli
 from fake_llm_server import FakeLLM, FakeLLMServer
@@ -33,15 +32,16 @@ def hydra_dict(values: dict[str, str]) -> str:
 
 
 def run_acp(tmp: Path, cache: Path, llm: FakeLLM, *args: str, env: str = "local",
-            agent_env: dict[str, str] | None = None, agent: Path | None = AGENT, recipe: str = "demo_online") -> tuple[dict, Path, ArgvWatch]:
-    """`agentcompass run RECIPE acp gpt-5` on the one task, `agent` (default: the scripted ACP agent) uploaded
+            agent_env: dict[str, str] | None = None, agent: Path | None = AGENT, recipe: str = "demo_online",
+            harness: str = "acp") -> tuple[dict, Path, ArgvWatch]:
+    """`agentcompass run RECIPE HARNESS gpt-5` on the one task, `agent` (default: the scripted ACP agent) uploaded
     and run on the bundled interpreter; the trial record, its dir, the argv watch."""
     host = BRIDGE_HOST if env == "docker" else "127.0.0.1"
     agent_env = {"ACP_TEST_MODELS": MODELS, **(agent_env or {})}
     uploaded = (f"harness.upload={hydra_dict({'agent_py': str(agent)})}",
                 "harness.agent='$AGENT_DIR/py/bin/python3.12 $AGENT_FILES/agent_py'") if agent else ()
     with FakeLLMServer(llm, host="0.0.0.0" if env == "docker" else "127.0.0.1") as server, ArgvWatch(API_KEY) as watch:
-        proc = run_cli("run", recipe, "acp", PRESET, "--env", env, "--config-dir", str(online_demo(tmp)),
+        proc = run_cli("run", recipe, harness, PRESET, "--env", env, "--config-dir", str(online_demo(tmp)),
                        "--model-base-url", base_url(server, PRESET, host), "--no-model-check",
                        f"harness.cache_dir={cache}", f"harness.env={hydra_dict(agent_env)}", *uploaded,
                        "--results-dir", str(tmp / "results"), "--run-name", f"t-{uuid.uuid4().hex[:8]}", *args,
@@ -68,40 +68,19 @@ def test_an_acp_agent_fixes_the_demo_task_on_local(tmp_path, bundles):
     assert watch.samples > 10 and watch.seen == []
 
 
-VIBE = "mistral-vibe==3.0.1"  # speaks ACP as `vibe-acp`; its config names our endpoint as an OpenAI-style provider
-VIBE_CONFIG = """active_model = "{{model}}"
-enable_telemetry = false
-enable_update_checks = false
-enable_auto_update = false
-
-[session_logging]
-generate_titles = false  # a title call racing the session's end would make the token sums a matter of timing
-
-[[providers]]
-name = "agentcompass"
-api_base = "{{openai_base_url}}"
-api_key_env_var = "{{key_env}}"
-api_style = "openai"
-
-[[models]]
-name = "{{model}}"
-provider = "agentcompass"
-alias = "{{model}}"
-"""
-
-
-def test_a_real_acp_cli_mistral_vibe_fixes_the_demo_task(tmp_path, bundles):
-    """mistral-vibe's own ACP server, installed from PyPI into the bundle, driven by our client."""
+def test_mistral_vibe_fixes_the_demo_task_through_its_own_acp_server(tmp_path, bundles):
+    """mistral-vibe's `vibe-acp`, bundled from PyPI, driven by our client (harnesses/mistral_vibe.yaml): a real ACP
+    server checking our requests with the official ACP SDK's types."""
     llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.")
-    config = tmp_path / "vibe.yaml"
-    config.write_text(yaml.safe_dump({"harness": {"package": VIBE, "agent": "vibe-acp",
-                                                  "config_files": {".vibe/config.toml": VIBE_CONFIG}}}))
-    trial, directory, watch = run_acp(tmp_path, bundles, llm, "--config", str(config), agent=None)
+    trial, directory, watch = run_acp(tmp_path, bundles, llm, agent=None, harness="mistral_vibe")
     assert trial["status"] == "passed", trial
     assert {r.body["model"] for r in llm.successes} == {PRESET}
-    assert trial["usage"]["tokens_in"] == sum(r.usage["prompt_tokens"] for r in llm.successes + llm.checks
-                                              if r.status == 200)
-    assert files_containing(directory.parent, API_KEY) == []
+    served = [r.usage for r in llm.successes + llm.checks if r.status == 200]
+    assert trial["usage"]["tokens_in"] == sum(u["prompt_tokens"] for u in served)
+    assert trial["usage"]["cost_usd"] == pytest.approx(sum(token_price(PRESET, u) for u in served), rel=1e-6)
+    result = json.loads((directory / "tasks" / TASK / "attempt-1" / "mistral_vibe.jsonl").read_text().splitlines()[-1])
+    assert result["agentInfo"]["name"] == "@mistralai/mistral-vibe" and result["model"]["model"] == PRESET
+    assert files_containing(directory.parent, API_KEY) == [] and watch.seen == []
 
 
 def test_an_acp_agent_fixes_the_offline_demo_task_on_docker(tmp_path, bundles, base_image):
