@@ -40,6 +40,9 @@ BUILTINS: dict[str, dict[str, str]] = {
         "opencode": "agentcompass.harnesses.opencode:OpencodeHarness",
         "claude_code": "agentcompass.harnesses.claude_code:ClaudeCodeHarness",
         "codex": "agentcompass.harnesses.codex:CodexHarness",
+        "acp": "agentcompass.harnesses.acp:AcpHarness",
+        "aider": "agentcompass.harnesses.aider:AiderHarness",
+        "mistral_vibe": "agentcompass.harnesses.mistral_vibe:MistralVibeHarness",
     },
     # What a run uses beyond its three implementations, found by name as they are, so that the core
     # imports no package above it (tests/test_architecture.py): the model gateway and the cost split.

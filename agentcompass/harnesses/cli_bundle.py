@@ -67,29 +67,36 @@ def npm_install(npm: str, package: str, version: str, binary: str, work: Path) -
     cache, prefix = work / "cache", work / "prefix"
     argv = [npm, "install", "--prefix", str(prefix), "--cache", str(cache), "--no-audit", "--no-fund",
             "--loglevel=error", f"{package}@{version}"]
-    label = f"downloading {package}@{version} from npm"
+    code, detail = watched_install(argv, f"{package}@{version}", "npm", cache)
+    found = prefix / "node_modules" / binary
+    if code != 0 or not found.is_file():
+        raise UserError(f"cannot install {package}@{version} from npm: {detail or f'no {binary} in the package'}; "
+                        f"check the version (npm view {package} versions) and the registry")
+    return found
+
+
+def watched_install(argv: list[str], what: str, registry: str, cache: Path,
+                    env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run an installer (npm, pip) whose download cache is `cache`, showing the bytes fetched as they grow; its exit
+    code and the tail of its output. Past INSTALL_TIMEOUT_S, or on Ctrl-C, the installer is killed with us."""
+    label = f"downloading {what} from {registry}"
     started = time.monotonic()
     with tempfile.TemporaryFile("w+") as output, DownloadDisplay(label) as display:
-        proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, text=True, env=env)
         try:
             while proc.poll() is None:
                 if time.monotonic() - started > INSTALL_TIMEOUT_S:
-                    raise UserError(f"installing {package}@{version} from npm took over {INSTALL_TIMEOUT_S:.0f} s; "
+                    raise UserError(f"installing {what} from {registry} took over {INSTALL_TIMEOUT_S:.0f} s; "
                                     "check the registry")
                 display.update(tree_size(cache))
                 time.sleep(POLL_S)
         finally:
-            if proc.poll() is None:  # Ctrl-C or the time limit: npm goes with us
+            if proc.poll() is None:
                 proc.kill()
                 proc.wait()
         display.update(tree_size(cache), done=True)
         output.seek(0)
-        detail = " ".join(output.read().split())[-300:]
-    found = prefix / "node_modules" / binary
-    if proc.returncode != 0 or not found.is_file():
-        raise UserError(f"cannot install {package}@{version} from npm: {detail or f'no {binary} in the package'}; "
-                        f"check the version (npm view {package} versions) and the registry")
-    return found
+        return proc.returncode, " ".join(output.read().split())[-300:]
 
 
 def tree_size(path: Path) -> int:
