@@ -31,7 +31,8 @@ UNAUTHORIZED = {"error": {"message": "Incorrect API key provided.", "type": "inv
 CONTEXT_TOO_LONG = {"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages "
                                          "resulted in 9001 tokens. Please reduce the length of the messages.",
                               "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
-SHELL_TOOLS = ("bash", "shell", "exec_command", "shell_command", "local_shell")  # compared case-insensitively
+SHELL_TOOLS = ("bash", "shell", "exec_command", "shell_command", "local_shell",
+               "run_shell_command", "run_commands")  # Qwen Code's and Gemini CLI's, Cline's (Kimi Code's: Bash)  # compared case-insensitively
 CHAT, RESPONSES, MESSAGES = "chat", "responses", "messages"  # the three APIs, by route
 
 

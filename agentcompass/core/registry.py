@@ -37,6 +37,9 @@ BUILTINS: dict[str, dict[str, str]] = {
         "opencode": "agentcompass.harnesses.opencode:OpencodeHarness",
         "claude_code": "agentcompass.harnesses.claude_code:ClaudeCodeHarness",
         "codex": "agentcompass.harnesses.codex:CodexHarness",
+        "qwen_code": "agentcompass.harnesses.qwen_code:QwenCodeHarness",
+        "cline": "agentcompass.harnesses.cline:ClineHarness",
+        "kimi_code": "agentcompass.harnesses.kimi_code:KimiCodeHarness",
     },
     # What a run uses beyond its three implementations, found by name as they are, so that the core
     # imports no package above it (tests/test_architecture.py): the model gateway and the cost split.

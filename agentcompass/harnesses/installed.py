@@ -96,6 +96,7 @@ class InstalledAgent:
     command_name: str
     model_apis: tuple[str, ...]  # the model presets' `api` values the CLI can speak
     log_files: str = ""  # the CLI's own log files (a shell glob): kept in agent.log, read even when it was killed
+    reports_tokens = True  # False: the CLI prints no token counts, so without the gateway its cost stays unknown
 
     class Settings(Strict):
         version: str  # the npm package's version, pinned
@@ -174,7 +175,8 @@ class InstalledAgent:
                 gateway.release(endpoint)  # first, so a call still in flight (a killed CLI's) is in the totals
             metered = endpoint.usage()
             reported = self.read_usage(stdout)
-            usage = gateway_usage(metered, reported) if metered else priced(reported, model)
+            usage = (gateway_usage(metered, reported) if metered
+                     else priced(reported, model) if self.reports_tokens else reported)
             error = self.classify(result.exit_code, result.timed_out, stdout, stderr, limit, metered)
         finally:
             if gateway:
