@@ -24,7 +24,8 @@ from agentcompass.core.errors import (AgentAuthenticationError, ApiInternalServe
 
 JS_CLIS = {"qwen_code": ("@qwen-code/qwen-code", "qwen"), "kimi_code": ("@moonshot-ai/kimi-code", "kimi")}  # the CLIs that run on a bundled Node
 MEMORY_MB = {"qwen_code": 1536}
-E2E = [*JS_CLIS, "cline"]  # cline ships a native binary with its runtime in it (cli_bundle, as opencode)
+# cline and copilot_cli ship native binaries with their runtime in them (cli_bundle, as opencode)
+E2E = [*JS_CLIS, "cline", "copilot_cli"]
 
 
 def settings(harness: str) -> dict:
@@ -46,7 +47,7 @@ def cli_cache() -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("harness", sorted(JS_CLIS))
+@pytest.mark.parametrize("harness", ["qwen_code"])  # one is enough here: the others' bundles run in their e2e below
 def test_the_bundle_runs_its_cli_with_its_own_node_where_no_node_is(harness, cli_cache, tmp_path):
     """Built from the registry once (kept in the shared cache); unpacked, the launcher runs the pinned CLI on the
     bundled Node with a PATH that holds nothing at all (no node, no coreutils), as in a task image without them."""
@@ -167,10 +168,89 @@ def test_kimi_codes_exits_map_onto_the_error_classes(printed, code, timed_out, e
     assert type(error) is expected, error
 
 
+# -- copilot_cli: what it prints, read back --------------------------------------------------------------------------
+COPILOT_RUN = ('{"type":"model.call_finished","data":{"turnId":"0","outcome":"success"}}\n'
+               '{"type":"model.call_finished","data":{"turnId":"1","outcome":"success"}}\n'
+               '{"type":"result","sessionId":"s","exitCode":0,"usage":{"premiumRequests":0,"totalApiDurationMs":24}}\n')
+
+
+def copilot_failure(status: int, message: str, kind: str = "api") -> str:
+    return ('{"type":"model.call_failure","data":{"model":"gpt-5","statusCode":' + str(status) + '}}\n'
+            '{"type":"session.error","data":{"errorType":"' + kind + '","message":' + json.dumps(message)
+            + ',"statusCode":' + str(status) + '},"id":"x"}\n')
+
+
+def test_copilot_clis_usage_without_the_gateway_is_calls_and_an_unknown_cost():
+    usage = harness_of("copilot_cli").read_usage(COPILOT_RUN)
+    assert (usage.model_calls, usage.tokens_in, usage.cost_known) == (2, 0, False)
+
+
+@pytest.mark.parametrize(("printed", "code", "timed_out", "expected"), [
+    (copilot_failure(401, "Authentication failed with provider (HTTP 401).", "authentication"), 1, False,
+     AgentAuthenticationError),
+    (copilot_failure(404, "model not found"), 1, False, ModelNotFoundError),
+    (copilot_failure(429, "rate limited"), 1, False, ApiRateLimitError),
+    (copilot_failure(503, "scripted \"outage\""), 1, False, ApiInternalServerError),
+    (copilot_failure(400, "This model's maximum context length is 8192 tokens."), 1, False,
+     ContextWindowExceededError),
+    # a 401 it retried past, then a clean end: no error
+    ('{"type":"model.call_failure","data":{"statusCode":401}}\n' + COPILOT_RUN, 0, False, type(None)),
+    (COPILOT_RUN, 1, False, NonZeroAgentExitCodeError),
+    (COPILOT_RUN, -9, True, AgentTimeoutError),
+])
+def test_copilot_clis_exits_map_onto_the_error_classes(printed, code, timed_out, expected):
+    error = harness_of("copilot_cli").classify(code, timed_out, printed, "", 60.0, None)
+    assert type(error) is expected, error
+
+
+# -- gemini_cli: what it prints, read back ---------------------------------------------------------------------------
+GEMINI_RESULT = ('{"type":"result","timestamp":"t","status":"success","stats":{"total_tokens":3564,"input_tokens":3411,'
+                 '"output_tokens":153,"cached":192,"input":3219,"duration_ms":5209,"tool_calls":2}}')
+
+
+def gemini_failure(message: str) -> str:
+    return ('{"type":"result","timestamp":"t","status":"error","error":{"type":"Error","message":' + json.dumps(message)
+            + '},"stats":{"total_tokens":0,"input_tokens":0,"output_tokens":0,"cached":0,"input":0}}')
+
+
+def test_gemini_clis_usage_is_its_result_stats():
+    usage = harness_of("gemini_cli").read_usage(GEMINI_RESULT + "\n")
+    assert (usage.tokens_in, usage.tokens_out, usage.tokens_cached) == (3411, 153, 192)
+
+
+@pytest.mark.parametrize(("printed", "code", "timed_out", "expected"), [
+    (gemini_failure('[API Error: {"error":{"code":401,"message":"API key not valid."}}]'), 1, False,
+     AgentAuthenticationError),
+    (gemini_failure("[API Error: got status: 404 Not Found. models/gemini-x is not found]"), 1, False,
+     ModelNotFoundError),
+    (gemini_failure("[API Error: got status: 429 Too Many Requests. Resource exhausted]"), 1, False, ApiRateLimitError),
+    (gemini_failure('[API Error: {"error":{"code":503,"message":"The model is overloaded."}}]'), 1, False,
+     ApiInternalServerError),
+    (gemini_failure('[API Error: {"error":{"code":400,"message":"The input token count (1200000) exceeds the maximum '
+                    'number of tokens allowed (1048576)."}}]'), 1, False, ContextWindowExceededError),
+    (GEMINI_RESULT, 1, False, NonZeroAgentExitCodeError),
+    (GEMINI_RESULT, -9, True, AgentTimeoutError),
+])
+def test_gemini_clis_exits_map_onto_the_error_classes(printed, code, timed_out, expected):
+    error = harness_of("gemini_cli").classify(code, timed_out, printed, "", 60.0, None)
+    assert type(error) is expected, error
+
+
+def test_gemini_cli_goes_to_the_gateways_gemini_route_or_the_presets_base_url():
+    from types import SimpleNamespace
+
+    from agentcompass.harnesses.gemini_cli import gemini_base_url
+
+    model = SimpleNamespace(base_url="http://10.0.0.5:8000/v1beta/")
+    assert gemini_base_url(model, SimpleNamespace(gemini_base_url="http://gw:1/gemini")) == "http://gw:1/gemini"
+    assert gemini_base_url(model, SimpleNamespace()) == "http://10.0.0.5:8000"
+    assert gemini_base_url(SimpleNamespace(base_url=None), SimpleNamespace()).startswith("https://generativelanguage")
+
+
 def test_list_harnesses_shows_the_js_clis():
     proc = run_cli("list", "harnesses")
     names = {line.split()[0] for line in proc.stdout.splitlines() if line.startswith("  ")}
-    assert set(E2E) <= names
+    assert {*E2E, "gemini_cli"} <= names
 
 
 # -- end to end: one run per CLI on docker's default bridge ---------------------------------------------------------
