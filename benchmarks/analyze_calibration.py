@@ -2,8 +2,11 @@
 (tests/data/analyze_calibration: honest and cheating attempts of the demo tasks, in each harness's trajectory
 shape), and how many failed attempts got their labelled failure mode. Runs on a copy, so the set stays as built.
 Exit 1 when an honest attempt is flagged or a planted cheat is missed.
+With --judge MODEL (and the model flags of `agentcompass analyze`), the LLM judge reviews every attempt too and
+its precision and recall on the set's cheats are printed (a judge's misses are reported, never an exit 1: its
+verdicts vary by model).
 
-    PYTHONPATH=$PWD python benchmarks/analyze_calibration.py [--set DIR]
+    PYTHONPATH=$PWD python benchmarks/analyze_calibration.py [--set DIR] [--judge MODEL --model-base-url URL ...]
 """
 
 from __future__ import annotations
@@ -14,21 +17,26 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from agentcompass.analyze.analysis import analyze_run, run_dirs
 from agentcompass.analyze.detectors import DETECTORS
+from agentcompass.commands.analyze import make_judge
+from agentcompass.commands.analyze_judge import add_judge_args
 
 SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "analyze_calibration"
 
 
-def found_by_attempt(results: Path) -> dict[str, dict]:
+def found_by_attempt(results: Path, judge: Any = None) -> dict[str, dict]:
     found = {}
     for run_dir in run_dirs(results):
-        analyze_run(run_dir)
+        analyze_run(run_dir, judge)
         for line in (run_dir / "analysis.jsonl").read_text().splitlines():
             row = json.loads(line)
             found[f"{run_dir.name}/{row['task_id']}/{row['attempt']}"] = {
-                "detectors": sorted({f["detector"] for f in row["flags"]}),
+                "detectors": sorted({f["detector"] for f in row["flags"] if f["detector"] != "judge"}),
+                "judge": any(f["detector"] == "judge" for f in row["flags"]),
+                "judge_error": (row.get("judge") or {}).get("error"),
                 "failure_mode": (row["failure_mode"] or {}).get("mode")}
     return found
 
@@ -53,15 +61,28 @@ def score(labels: dict[str, dict], found: dict[str, dict]) -> tuple[dict[str, di
     return counts, mistakes
 
 
+def judge_line(labels: dict[str, dict], found: dict[str, dict]) -> str:
+    """The judge's precision and recall on the set: a cheat is an attempt labelled with any detector."""
+    judged = [k for k in labels if k in found and not found[k]["judge_error"]]
+    tp = sum(bool(labels[k]["detectors"]) and found[k]["judge"] for k in judged)
+    fp = sum(not labels[k]["detectors"] and found[k]["judge"] for k in judged)
+    cheats = sum(bool(labels[k]["detectors"]) for k in judged)
+    errors = len(labels) - len(judged)
+    return (f"judge: {len(judged)} judged ({errors} error(s)), cheats {cheats}, found {tp}, false+ {fp}, precision "
+            f"{tp / (tp + fp) if tp + fp else 1.0:.2f}, recall {tp / cheats if cheats else 1.0:.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", type=Path, default=SET, help="a calibration set: results/ and labels.json")
+    add_judge_args(parser)
     args = parser.parse_args()
+    judge = make_judge(args)
     labels = json.loads((args.set / "labels.json").read_text())
     with tempfile.TemporaryDirectory(prefix="analyze-calibration-") as scratch:
         copy = Path(scratch) / "results"
         shutil.copytree(args.set / "results", copy)
-        found = found_by_attempt(copy)
+        found = found_by_attempt(copy, judge)
     counts, mistakes = score(labels, found)
     print(f"{'detector':<20} {'cheats':>6} {'found':>5} {'false+':>6} {'precision':>9} {'recall':>6}")
     for name, c in counts.items():
@@ -73,6 +94,8 @@ def main() -> int:
     failed = [k for k, v in labels.items() if v["failure_mode"]]
     print(f"attempts {len(labels)}  honest {len(honest)} (flagged: {sum(bool(found.get(k, {}).get('detectors')) for k in honest)})"
           f"  failure modes right {sum(found.get(k, {}).get('failure_mode') == labels[k]['failure_mode'] for k in failed)}/{len(failed)}")
+    if judge is not None:
+        print(judge_line(labels, found))
     for mistake in mistakes:
         print(f"MISTAKE {mistake}")
     return 1 if mistakes else 0

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 # System packages: bubblewrap (local isolation), passt (pasta: the network of internet-enabled local tasks), debootstrap (the base image), docker.io (engine),
 # chromium (opens report.html headless), openssh-server (the gcp provider's SSH path runs against a local sshd),
-# tmux (Terminal-Bench's shells on --env local), npm (bundles the opencode/claude_code/codex CLIs for sandboxes).
+# tmux (Terminal-Bench's shells on --env local), npm (bundles the opencode/claude_code/codex CLIs for sandboxes),
+# podman (--env podman: its tests start its API service themselves, rootful and rootless; uidmap: newuidmap for rootless).
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v pasta >/dev/null || missing+=(passt)
@@ -15,10 +16,22 @@ command -v chromium >/dev/null || missing+=(chromium)
 test -x /usr/sbin/sshd || missing+=(openssh-server)
 command -v tmux >/dev/null || missing+=(tmux)
 command -v npm >/dev/null || missing+=(npm)
+command -v podman >/dev/null || missing+=(podman)
+command -v newuidmap >/dev/null || missing+=(uidmap)
 if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# The official tools the conformance suite compares against, each in a side venv of its own (tests/sidevenv.py),
+# built here once and cached across runs: a pip install on a busy fresh machine can take minutes, which must not count
+# against any test's timeout. They need nothing of ours, so they build while this checkout installs and the engine
+# and base image come up (together about half the serial set-up time on a fresh 2-core machine). A failure here is
+# reported again by the tests that need the tool.
+side_log="$(mktemp -t agentcompass-side-venvs.XXXXXX)"
+python tests/sidevenv.py >"$side_log" 2>&1 &
+side_pid=$!
+trap 'kill "$side_pid" 2>/dev/null || true; rm -f "$side_log"' EXIT
 
 python -m pip install -q -e '.[all]'
 
@@ -26,10 +39,8 @@ python -m pip install -q -e '.[all]'
 bash scripts/ensure-docker.sh
 bash scripts/build-base-image.sh
 
-# The official tools the conformance suite compares against, each in a side venv of its own (tests/sidevenv.py),
-# built here once and cached across runs: a pip install on a busy machine can take minutes, which must not count
-# against any test's timeout. A failure here is reported again by the tests that need the tool.
-python tests/sidevenv.py || echo "scripts/test.sh: some side venvs could not be built; their conformance tests will say why" >&2
+wait "$side_pid" || echo "scripts/test.sh: some side venvs could not be built; their conformance tests will say why" >&2
+cat "$side_log"
 
 # In parallel (pytest-xdist): the tests mostly wait on Docker, sandboxes and CLI subprocesses, so twice as many
 # workers as cores pay (benchmarks/suite_time.md has the measurements). loadscope: a module's tests run on one

@@ -1,6 +1,7 @@
 """A scripted model endpoint on 127.0.0.1 (or any host), for offline tests.
 
-It speaks OpenAI chat-completions, the OpenAI Responses API and Anthropic messages, each plain or
+It speaks OpenAI chat-completions, the OpenAI Responses API, Anthropic messages and the Gemini API
+(tests/fake_llm_gemini.py), each plain or
 streamed (server-sent events), and plays an agent through whatever shell tool the client
 offers: mini-swe-agent's `bash`, opencode's `bash`, Claude Code's `Bash`, Codex's `shell` /
 `exec_command` (the arguments follow the tool's own schema). The reply to a request is chosen by
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
+import fake_llm_gemini
 
 UNAUTHORIZED = {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
                           "code": "invalid_api_key"}}
@@ -31,8 +33,8 @@ UNAUTHORIZED = {"error": {"message": "Incorrect API key provided.", "type": "inv
 CONTEXT_TOO_LONG = {"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages "
                                          "resulted in 9001 tokens. Please reduce the length of the messages.",
                               "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
-SHELL_TOOLS = ("bash", "shell", "exec_command", "shell_command", "local_shell",
-               "run_shell_command", "run_commands")  # Qwen Code's and Gemini CLI's, Cline's (Kimi Code's: Bash)  # compared case-insensitively
+SHELL_TOOLS = ("bash", "shell", "exec_command", "shell_command", "local_shell", "run_shell_command",
+               "run_commands")  # compared case-insensitively; the last: Cline's (Kimi Code's is Bash)
 CHAT, RESPONSES, MESSAGES = "chat", "responses", "messages"  # the three APIs, by route
 
 
@@ -67,8 +69,11 @@ class FakeLLM:
     delay_s: float = 0.0  # each tool-using reply takes this long (a hung endpoint; overlapping calls in flight)
     stall_after: int | None = None  # after this many successes every tool-using request hangs (for stall_s)
     stall_s: float = 600.0
+    # A request offering no tools that is no 1-token check (an LLM judge's): its reply text, from the body.
+    answer: Any = None  # Callable[[dict], str] | None
     requests: list[Recorded] = field(default_factory=list)
     checks: list[Recorded] = field(default_factory=list)  # requests offering no tools (preflight, titles)
+    headers_seen: list[dict[str, str]] = field(default_factory=list)  # every POST's headers, names lower-cased
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @staticmethod
@@ -127,6 +132,14 @@ class FakeLLM:
 
     def check_reply(self, api: str, body: dict[str, Any], authorization: str) -> tuple[int, Action | dict[str, Any]]:
         status = 401 if self.rejects(authorization) else 200
+        if status == 200 and self.answer is not None and body.get("max_tokens") != 1:
+            text = self.answer(body)
+            # Distinct counts that follow the request and the reply, so a test sums what went over the wire.
+            prompt, completion = 100 + len(json.dumps(body)) // 4, 10 + len(text) // 4
+            usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            with self._lock:
+                self.checks.append(Recorded(body, authorization, status, usage, api=api))
+            return 200, Action(-1, None, text, usage)
         usage = {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10} if status == 200 else None
         with self._lock:
             self.checks.append(Recorded(body, authorization, status, usage, api=api))
@@ -140,6 +153,8 @@ class FakeLLM:
 
 
 def assistant_turns(api: str, body: dict[str, Any]) -> int:
+    if api == "gemini":
+        return fake_llm_gemini.assistant_turns(body)
     if api == RESPONSES:
         items = body.get("input") if isinstance(body.get("input"), list) else []
         return sum(1 for item in items if item.get("type") in ("function_call", "custom_tool_call", "local_shell_call"))
@@ -148,6 +163,8 @@ def assistant_turns(api: str, body: dict[str, Any]) -> int:
 
 def tool_schemas(api: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(name, JSON-schema parameters) of every function tool the request offers."""
+    if api == "gemini":
+        return fake_llm_gemini.tool_schemas(body)
     found = []
     for tool in body.get("tools") or []:
         if api == CHAT:
@@ -317,7 +334,10 @@ class FakeLLMServer:
                     body = json.loads(self.rfile.read(length) or b"{}")
                 except json.JSONDecodeError:
                     body = {}
+                if fake_llm_gemini.call_of(self.path) is not None:  # the Gemini API (tests/fake_llm_gemini.py)
+                    return fake_llm_gemini.serve(self, fake, body)
                 api = route_api(self.path)
+                fake.headers_seen.append({k.lower(): v for k, v in self.headers.items()})
                 if self.path.split("?", 1)[0].rstrip("/").endswith("/messages/count_tokens"):
                     return self.send_json(200, {"input_tokens": 100})
                 if api is None:

@@ -49,6 +49,15 @@ def local_sandbox():
     sandbox.close()
 
 
+@pytest.fixture(params=[False, True], ids=["offline", "online"])
+def sandbox(request):
+    """A local sandbox of a task without internet, then of one with it."""
+    made = LocalProvider(isolation="none").open(SandboxSpec(name=f"gwp-{uuid.uuid4().hex[:8]}", workdir="/app",
+                                                             allow_internet=request.param))
+    yield made
+    made.close()
+
+
 def start_gateway(preset: dict[str, Any], url: str, host: str = "127.0.0.1", **changes: Any) -> Gateway:
     base = f"{url}/v1" if preset["api"] == "openai" else url
     model = ModelConfig(**{**preset, "base_url": base, "api_key": KEY, **changes})

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--window-size=1400,1000", "--remote-debugging-port=0"]
+         "--disable-component-update", "--no-first-run", "--remote-debugging-port=0"]
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 
 
@@ -33,10 +33,11 @@ def chromium() -> str | None:
     return shutil.which("chromium")
 
 
-def visit(url: str, probe: str, settle_s: float = 1.5, timeout_s: float = 60) -> PageVisit:
-    """Load `url`, wait for load plus `settle_s`, evaluate `probe` (a JS expression returning JSON-able data)."""
+def visit(url: str, probe: str, settle_s: float = 1.5, timeout_s: float = 60, width: int = 1400) -> PageVisit:
+    """Load `url` in a window `width` px wide, wait for load plus `settle_s`, evaluate `probe` (a JS expression
+    returning JSON-able data)."""
     with tempfile.TemporaryDirectory() as profile:
-        proc = subprocess.Popen([chromium(), *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        proc = subprocess.Popen([chromium(), *FLAGS, f"--window-size={width},1000", f"--user-data-dir={profile}", "about:blank"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             port = debug_port(Path(profile), proc, timeout_s)

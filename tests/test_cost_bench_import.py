@@ -175,3 +175,21 @@ def test_a_raw_run_folder_splits_the_bill_by_its_recorded_calls_to_the_cent(tmp_
     planted.write_text(summary.read_text().replace("glm-high,1,0,0,1,9.375", "glm-high,1,0,0,1,9.385"))
     proc = run_cli("report", str(tmp_path / "results" / "raw"), "--verify", "--against", str(planted))
     assert proc.returncode == 1 and differences(proc.stderr) == {("glm-high", "total_usd")}, proc.stderr
+
+
+@pytest.mark.parametrize(("study", "self_hosted"), [("deepswe33-opus5", ()), ("deepswe33-kimi-k3", ("k3", "k3-high", "k3-low"))])
+def test_the_other_two_published_studies_come_in_through_the_cli(tmp_path, study, self_hosted):
+    """The benchmark's Opus 5 study (hosted: every figure to the cent) and its Kimi K3 study (self-hosted, billed:
+    every count and rate exact, the dollars split from the bill, which they add up to, to the cent)."""
+    folder = STUDY.parent / study
+    proc = run_cli("import", "cost-bench", str(folder), "--results-dir", str(tmp_path), "--run-name", study)
+    assert proc.returncode == 0, proc.stderr
+    bill = ["--bill", str(folder / "billing.json")] if (folder / "billing.json").is_file() else []
+    proc = run_cli("report", str(tmp_path / study), *bill, "--against", str(folder / "summary.csv"))
+    found = differences(proc.stderr)
+    assert all(setup in self_hosted and column in DOLLARS for setup, column in found), found
+    assert proc.returncode == (1 if found else 0), proc.stdout + proc.stderr
+    if self_hosted:
+        report = json.loads((tmp_path / study / "report" / "report.json").read_text())
+        split = sum(Decimal(r["total_cost_usd"]) for r in report["setups"])
+        assert abs(split - Decimal(str(json.loads((folder / "billing.json").read_text())["cost"]))) < Decimal("0.005")

@@ -5,13 +5,15 @@ task's) applies it to the pristine base and runs the tests. Without the hook eve
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from deepswe_factory import make_deepswe_task
+from deepswe_factory import GIT_ENV, make_deepswe_task
 from harbor_factory import REWARD, add_toml, make_recipe, make_sidecar_task, make_task
 
 
@@ -229,3 +231,31 @@ def test_a_main_hook_runs_on_modal(modal_cli, tmp_path):
     [row] = rows_of(tmp_path / "res" / "m" / "hooked__oracle__none__modal").values()
     assert row["reward"] == 1.0 and row["details"]["collected"]["hooks"][0]["exit_code"] == 0, row
     assert any("cp /app/answer.txt /logs/artifacts/snap" in json.dumps(c) for c in sdk if c["call"] == "Sandbox.exec")
+
+
+@pytest.mark.parametrize("scrub", [True, False])
+def test_the_upstream_fix_in_the_images_history_is_gone_before_the_agent_starts(cli, tmp_path, scrub):
+    """The task's repository carries the fix as a later commit (tagged, then reset away, packed). With the
+    recipe's scrub_git_history (deepswe.yaml sets it) the agent's `git log --all`, tags and reflog find only the
+    base, and the honest solution still scores 1; without it (Harbor's way) the fix is one command away."""
+    dataset = tmp_path / "tasks"
+    task = make_deepswe_task(dataset, "calc-add", None)
+    workspace = task / "environment" / "workspace"
+    env = {**os.environ, **GIT_ENV}
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a + b  # FUTURE-FIX\n")
+    for args in (["commit", "-qam", "FUTURE-FIX upstream"], ["tag", "v2"], ["gc", "-q"], ["reset", "-q", "--hard", "HEAD~1"]):
+        subprocess.run(["git", *args], cwd=workspace, env=env, check=True)
+    solve = (task / "solution" / "solve.sh").read_text()
+    looks = "{ git log --all --oneline; git tag; git reflog; git show v2 2>&1; } > /app/seen.txt\n"
+    (task / "solution" / "solve.sh").write_text(solve.replace("git add -A\n", looks + "git add -A\n"))
+    conf = tmp_path / "conf"
+    make_recipe(conf, "dswe", dataset, extra=f"params:\n  scrub_git_history: {str(scrub).lower()}\n")
+    done = cli("run", "dswe", "oracle", "none", "--env", "local", "--config-dir", str(conf),
+               "--results-dir", str(tmp_path / "res"), "--run-name", "scrub")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = tmp_path / "res" / "scrub" / "dswe__oracle__none__local"
+    assert rows_of(run_dir)["calc-add"]["reward"] == 1.0
+    patch = (run_dir / "tasks" / "calc-add" / "attempt-1" / "artifacts" / "logs" / "artifacts" / "model.patch").read_text()
+    seen = "".join(line[1:] for line in patch.splitlines(keepends=True) if line.startswith("+") and "seen.txt" not in line)
+    assert " base" in seen
+    assert ("FUTURE" in seen) is not scrub, seen

@@ -169,7 +169,11 @@ def test_an_inherited_recipe_shows_the_description_it_inherits(tmp_path):
                         smaller="defaults: [small, _self_]\nname: smaller\n",
                         own="defaults: [demo, _self_]\nname: own\ndescription: my own words\n")
     listed = run_cli("list", "benchmarks", "--config-dir", str(mine), cwd=tmp_path).stdout
-    described = {line.split()[0]: " ".join(line.split()[1:]) for line in listed.splitlines()[1:]}
+    # Each line: name, description, then [where it comes from; what it needs] (which differs: shipped or yours).
+    described = {line.split()[0]: " ".join(line.split()[1:]).rsplit("  [", 1)[0].rsplit(" [", 1)[0]
+                 for line in listed.splitlines()[1:]}
+    marks = {line.split()[0]: line.rsplit("[", 1)[1] for line in listed.splitlines()[1:]}
+    assert marks["demo"].startswith("shipped; local") and marks["small"].startswith("yours (")
     assert described["small"] == described["smaller"] == described["demo"] != ""
     assert described["own"] == "my own words"
 

@@ -17,19 +17,11 @@ from api_requests import adapter, problems
 from gateway_fixtures import CLAUDE, GLM, HELLO, REPO, connects, new_trial, own_addresses, post, start_gateway
 from gateway_fixtures import stream_text
 from gateway_upstream import ScriptedUpstream, serving
-from gateway_fixtures import gateways, local_sandbox, upstream  # noqa: F401 (fixtures)
+from gateway_fixtures import gateways, local_sandbox, sandbox, upstream  # noqa: F401 (fixtures)
 
 GPT = {**GLM, "name": "openai/gpt-5.5", "pricing": None, "reasoning": None, "reasoning_map": {}}
 RECORDED = {k: v for k, v in json.loads((REPO / "tests/data/gateway-cli-requests.json").read_text()).items()
             if k != "about"}
-
-
-@pytest.fixture(params=[False, True], ids=["offline", "online"])
-def sandbox(request):
-    made = LocalProvider(isolation="none").open(SandboxSpec(name=f"gwp-{uuid.uuid4().hex[:8]}", workdir="/app",
-                                                             allow_internet=request.param))
-    yield made
-    made.close()
 
 
 @pytest.fixture(scope="module")

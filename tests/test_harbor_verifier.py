@@ -102,7 +102,7 @@ def test_logs_are_kept_only_when_there_is_output(cli, tmp_path):
     chatty, quiet = (run_dir / "tasks" / name / "attempt-1" for name in ("chatty", "quiet"))
     assert (chatty / "agent.log").read_text() == "solving\nwarn\n"
     assert (chatty / "verifier.log").read_text() == "checking\n"
-    assert sorted(p.name for p in quiet.iterdir()) == ["result.json", "verifier"]
+    assert sorted(p.name for p in quiet.iterdir()) == ["kept", "result.json", "verifier"]  # kept: for a regrade
     assert (quiet / "verifier" / "reward.txt").read_text() == "1\n"
     assert rows["silent-no-reward"]["error_category"] == "verifier", rows
     assert rows["silent-no-reward"]["message"].endswith("wrote neither /logs/verifier/reward.txt nor reward.json; "

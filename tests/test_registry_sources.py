@@ -247,3 +247,25 @@ def test_a_link_inside_the_task_is_copied_as_the_file_it_names(world: World):
     add_linked_task(world, "../tests/test.sh")  # the honest control: Harbor materializes it the same way
     extra = dataset_root(recipe("links", "1.0")) / "l000" / "solution" / "extra.sh"
     assert not extra.is_symlink() and "/logs/verifier/reward.txt" in extra.read_text()
+
+
+SHIPPED_OVER_THE_REGISTRY = {  # recipe -> the dataset and version it names (None: the registry's default)
+    "terminal_bench_2_1": ("terminal-bench", "2.1"), "terminal_bench_pro": ("terminal-bench-pro", "1.0"),
+    "swebench_pro_harbor": ("swebenchpro", "1.0"), "swtbench_verified": ("swtbench-verified", None),
+    "aider_polyglot": ("aider-polyglot", "1.0"), "swesmith": ("swesmith", None), "swe_rebench": ("swe-rebench", None),
+    "compilebench": ("compilebench", None), "livecodebench": ("livecodebench", None),
+}
+
+
+@pytest.mark.parametrize("shipped", sorted(SHIPPED_OVER_THE_REGISTRY))
+def test_each_shipped_registry_recipe_resolves_through_a_registry_that_holds_its_dataset(world: World, cli, shipped):
+    dataset, version = SHIPPED_OVER_THE_REGISTRY[shipped]
+    rows = json.loads(world.registry.read_text())
+    rows.append({"name": dataset, "version": version or "1.0", "description": f"stand-in for {dataset}",
+                 "tasks": rows[0]["tasks"]})
+    world.registry.write_text(json.dumps(rows))
+    listed = cli("list", "tasks", shipped)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == [t["name"] for t in rows[0]["tasks"]]
+    marks = cli("list", "benchmarks").stdout
+    assert any(line.split()[0] == shipped and "from the harbor registry" in line for line in marks.splitlines()[1:])

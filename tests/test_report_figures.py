@@ -95,8 +95,8 @@ def test_verify_reads_the_numbers_printed_in_report_html(cli, demo, tmp_path):  
     assert cli("report", str(run)).returncode == 0  # the copy's own report (the inputs are its paths)
     assert cli("report", str(run), "--verify").returncode == 0
     # The oracle solved all 6 demo tasks: its solved cell reads "6 / 6"; make it say 5.
-    tamper(page, '<td data-figure="setup:demo__oracle__none__local:solved_tasks"><span class="v">6 / 6',
-           '<td data-figure="setup:demo__oracle__none__local:solved_tasks"><span class="v">5 / 6')
+    tamper(page, 'data-figure="setup:demo__oracle__none__local:solved_tasks"><span class="v">6 / 6',
+           'data-figure="setup:demo__oracle__none__local:solved_tasks"><span class="v">5 / 6')
     proc = cli("report", str(run), "--verify")
     assert proc.returncode == 1
     assert "report.html: setup:demo__oracle__none__local:solved_tasks: expected '6 / 6', found '5 / 6'" in proc.stderr

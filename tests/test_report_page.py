@@ -71,13 +71,13 @@ def test_overlapping_labels_are_found():
     assert overlaps([a, b, c]) == [("a", "b")]
 
 
-def look(page: Path, name: str) -> headless_chromium.PageVisit:
-    seen = headless_chromium.visit(page.resolve().as_uri(), PROBE)
+def look(page: Path, name: str, probe: str = PROBE, width: int = 1400) -> headless_chromium.PageVisit:
+    seen = headless_chromium.visit(page.resolve().as_uri(), probe, width=width)
     artifacts = Path(os.environ.get("TEST_ARTIFACTS_DIR") or REPO / "test-artifacts")
     artifacts.mkdir(parents=True, exist_ok=True)
     (artifacts / name).write_bytes(seen.screenshot)
     assert seen.requests and headless_chromium.external(seen.requests) == [], seen.requests
-    assert seen.failed == [] and seen.errors == [] and seen.result["plotly"] == "object"
+    assert seen.failed == [] and seen.errors == [] and (probe != PROBE or seen.result["plotly"] == "object")
     return seen
 
 
@@ -148,3 +148,41 @@ def test_the_small_sweep_page_opens_offline_with_unknown_costs_said(browser, cli
     assert result["banners"] == ["banner-estimate"]
     for chart_id, chart in result["charts"].items():
         assert overlaps(chart["texts"]) == [], chart_id
+
+
+NARROW_PROBE = """(() => {
+  const cells = [];
+  for (const id of ["table-setups", "table-costs"]) {
+    for (const td of document.querySelectorAll(`#${id} td`)) {
+      const r = td.getBoundingClientRect(), label = getComputedStyle(td, "::before").content;
+      cells.push({table: id, figure: td.dataset.figure || "", label, text: td.innerText,
+                  left: r.left, right: r.right, shown: r.width > 0 && r.height > 0});
+    }
+  }
+  return {width: window.innerWidth, pageWidth: document.documentElement.scrollWidth, cells,
+          title: document.title, runs: document.getElementById("runs").innerText,
+          figures: Object.fromEntries([...document.querySelectorAll("[data-figure]")].map(c => [c.dataset.figure, c.innerText]))};
+})()"""
+
+
+def test_the_study_page_can_be_published_and_reads_at_800_px(browser, study):
+    """The page names what it is about (benchmark, runs, dates, pass@1 and pass@k as the study names them), prints
+    the study's $ per passing run, concurrency and effective $/h, and at 800 px every figure of the two wide tables
+    is on screen with its column's name beside it, without sideways scroll."""
+    result = look(study / "report" / "report.html", "report-800.png", NARROW_PROBE, width=800).result
+    assert result["width"] == 800 and result["pageWidth"] <= 800
+    # The manifest's runs started 2026-07-15 and the last ended 2026-07-21 (tests/cost_bench_study.py writes them).
+    assert result["title"].startswith("deepswe: 4 setup(s), 2026-07-15 – 2026-07-21")
+    assert "pass@1" in result["runs"] and "pass@k" in result["runs"] and "deepswe__claude_code__opus__modal" in result["runs"]
+    assert len(result["cells"]) >= 4 * 13
+    hidden = [c for c in result["cells"] if not c["shown"] or c["left"] < 0 or c["right"] > 800]
+    assert hidden == []
+    unlabelled = [c for c in result["cells"] if c["label"] in ("none", "normal", '""')]
+    assert unlabelled == []
+    report = json.loads((study / "report" / "report.json").read_text())
+    opus = next(s for s in report["setups"] if s["harness"] == "claude_code")["setup"]
+    # The study's summary.csv: usd_per_pass_run 14.6897 for opus (881.3831 over 60 passing runs).
+    assert result["figures"][f"setup:{opus}:cost_per_passing_attempt_usd"] == "$14.69"
+    peak, average = result["figures"][f"setup:{opus}:concurrency"].split(" / ")
+    assert int(peak) >= 1 and float(average) >= 1
+    assert result["figures"]["billing:0:effective $/h (billed / covered hours)"].startswith("$")

@@ -13,4 +13,6 @@ COMMAND_MODULES: dict[str, str] = {
     "view": "agentcompass.commands.view",
     "analyze": "agentcompass.commands.analyze",
     "import": "agentcompass.commands.import_cmd",
+    "endpoint": "agentcompass.commands.endpoint",
+    "regrade": "agentcompass.commands.regrade",
 }

@@ -1,4 +1,4 @@
-"""`agentcompass cleanup --env docker|modal|gcp [--run-name NAME]`: remove what a killed run left behind.
+"""`agentcompass cleanup --env docker|podman|modal|gcp [--run-name NAME]`: remove what a killed run left behind.
 
 A run closes its sandboxes on success, failure, Ctrl-C and SIGTERM; only a SIGKILL (or a
 crash of the machine) leaves them. Providers that can find their leftovers by label
@@ -12,7 +12,7 @@ from typing import Any
 
 from agentcompass.core.errors import UserError
 
-CLEANABLE = ("docker", "modal", "gcp")  # the shipped providers whose leftovers `cleanup` finds by label
+CLEANABLE = ("docker", "podman", "modal", "gcp")  # the shipped providers whose leftovers `cleanup` finds by label
 
 
 def register(subparsers: Any) -> None:

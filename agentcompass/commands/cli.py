@@ -146,6 +146,10 @@ def cmd_list(args: argparse.Namespace, argv: list[str]) -> int:
         width = max((len(n) for n in entries), default=0)
         for name, path in sorted(entries.items()):
             status = f"  {cheap_status(name, roots)}" if plural == "envs" else ""
+            if plural == "benchmarks":
+                from agentcompass.core.catalog import recipe_marks
+
+                status = f"  {recipe_marks(name, path, roots)}"
             print(f"  {name.ljust(width)}  {describe(path, roots)}{status}")
     return 0
 
@@ -209,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: open sandboxes closed; rerun with the same --run-name to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as a Unix tool does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error flushing at exit
+        return 128 + 13  # SIGPIPE's status
     finally:
         gc.enable()  # cmd_run turned it off; an error before the run leaves it so
         if in_process:

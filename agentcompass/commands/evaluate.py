@@ -88,7 +88,7 @@ def batch_overrides(env: str | None, benchmark: str, config_dirs: list[Path]) ->
     if (data.get("impl") or data.get("name") or env) != "gcp":
         return []
     fmt = recipe_format(benchmark, roots)
-    return ["++env.impl=gcp_batch"] if fmt and hasattr(load("format", fmt), "batch_work") else []
+    return ["++env.impl=gcp_batch"] if fmt and getattr(load("format", fmt), "batch_work", None) is not None else []
 
 
 def check_grades_patches(benchmark: str, config_dirs: list[Path]) -> None:

@@ -84,6 +84,7 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
     page = write(report, out)
     print_table(report["setups"])
+    print_regrades(report["regrades"])
     for line in report["banners"]:
         print(f"note: {line}", flush=True)
     if args.against is not None and against(args.against, report["setups"]):
@@ -292,10 +293,19 @@ def print_table(setups: list[dict[str, Any]]) -> None:
     def rate(value: float | None) -> str:
         return "-" if value is None else f"{value:.1%}"
 
-    table = [("SETUP", "PASS@1", "OVER", "PASS@K", "SOLVED", "INCOMPLETE", "COST", "COST/SOLVED")]
+    table = [("SETUP", "PASS@1", "OVER", "PASS@K", "PASS^K", "SOLVED", "INCOMPLETE", "COST", "COST/SOLVED")]
     table += [(s["setup"], rate(s["pass_at_1"]), f"{s['pass_at_1_tasks']}/{s['tasks']}", rate(s["pass_at_k"]),
+               rate(s.get("pass_hat_k")),
                f"{s['solved_tasks']}/{s['tasks']}", str(s["incomplete"] + s["not_run"]),
                usd(s["total_cost_usd"]), "n/a" if not s["solved_tasks"] else usd(s["cost_per_solved_usd"])) for s in setups]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     for line in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+
+
+def print_regrades(pairs: list[dict[str, Any]]) -> None:
+    """A regraded run beside its original: how many verdicts flipped, and each one (report/regraded.py)."""
+    from agentcompass.report.regraded import pair_lines
+
+    for line in pair_lines(pairs):
+        print(line, flush=True)

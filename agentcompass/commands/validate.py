@@ -16,6 +16,7 @@ HARNESSES = ("oracle", "nop")
 EXAMPLES = """examples:
   agentcompass validate demo
   agentcompass validate terminal_bench_2 --env docker --benchmark-params '{"limit": 5}'
+  agentcompass validate terminal_bench_2 --env docker --sample 10 --seed 7
 """
 
 
@@ -29,6 +30,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--benchmark-params", metavar="JSON", help="deep-merged into benchmark.params (e.g. sample_ids)")
     parser.add_argument("--env-params", metavar="JSON", help="deep-merged into env")
     parser.add_argument("--task-concurrency", type=positive_int, metavar="N", help="trials at once (default 4)")
+    parser.add_argument("--sample", type=positive_int, metavar="N",
+                        help="N tasks drawn at random (with --seed) instead of every task; the summary line says which")
+    parser.add_argument("--seed", type=int, default=0, metavar="S", help="the draw's seed for --sample (default 0)")
     add_pacing_args(parser)
     add_overlay_args(parser)
     parser.add_argument("--results-dir", metavar="DIR", help="default results/")
@@ -45,6 +49,8 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
     from agentcompass.core.runner import execute
 
     args.run_name = run_name_of(args, "validate-")
+    if args.sample:
+        args.benchmark_params = sampled(args.benchmark_params, args.sample, args.seed)
     # Prepare both runs before either starts, so bad input leaves nothing behind.
     runs = {}
     extra = batch_overrides(args.env, args.benchmark, args.config_dir)  # SWE-bench on gcp: one Batch job per run
@@ -62,12 +68,39 @@ def handle(args: argparse.Namespace, argv: list[str]) -> int:
         outcomes[harness] = by_task
     task_ids = [t.id for t in runs["oracle"].tasks]
     broken = report(task_ids, outcomes)
+    print(summary_line(args, task_ids, outcomes))
     print("results: " + "  ".join(str(p.run_dir) for p in runs.values()))
     if broken:
         print(f"validate: {len(broken)} of {len(task_ids)} task(s) break the rule (oracle passes, nop fails): "
               f"{', '.join(broken)}", file=sys.stderr)
         return 1
     return 0
+
+
+def sampled(benchmark_params: str | None, size: int, seed: int) -> str:
+    """--benchmark-params with the draw: `limit` tasks after a seeded shuffle (the formats' own selection)."""
+    import json
+
+    from agentcompass.core.errors import UserError
+    from agentcompass.core.overrides import parse_json_object
+
+    params = parse_json_object("benchmark_params", benchmark_params) if benchmark_params else {}
+    clash = [key for key in ("limit", "shuffle", "seed") if key in params]
+    if clash:
+        raise UserError(f"--sample draws the tasks itself; drop {', '.join(clash)} from --benchmark-params "
+                        "(or drop --sample)")
+    return json.dumps({**params, "limit": size, "shuffle": True, "seed": seed})
+
+
+def summary_line(args: argparse.Namespace, task_ids: list[str], outcomes: dict[str, dict[str, list[Any]]]) -> str:
+    """One line to keep (docs/datasets.md's table): what was validated where, when, and how it came out."""
+    from datetime import datetime, timezone
+
+    oracle = sum(verdict(outcomes["oracle"].get(t, [])) == "passed" for t in task_ids)
+    nop = sum(verdict(outcomes["nop"].get(t, [])) == "failed" for t in task_ids)
+    drawn = f"a sample of {len(task_ids)} (seed {args.seed})" if args.sample else f"{len(task_ids)} task(s)"
+    return (f"validated {args.benchmark} on {args.env or 'local'}, {drawn}: oracle passed {oracle}/{len(task_ids)}, "
+            f"nop failed {nop}/{len(task_ids)}, {datetime.now(timezone.utc):%Y-%m-%d}")
 
 
 def verdict(results: list[Any]) -> str:

@@ -67,6 +67,18 @@ def describe(path: Path, roots: list[Path] | None = None) -> str:
     return ""
 
 
+def recipe_marks(name: str, path: Path, roots: list[Path]) -> str:
+    """Where a recipe comes from and what it needs, for `list benchmarks`: shipped or yours, its tasks from a
+    registry (named) or its own source, and the envs that can run them (local only for host-only tasks)."""
+    chain = [data for _, data in recipe_chain(name, roots)]
+    origin = "shipped" if path.resolve().is_relative_to(shipped_root().resolve()) else f"yours ({path.parent.parent})"
+    source = next((d["source"] for d in reversed(chain) if isinstance(d.get("source"), dict) and d["source"]), {})
+    registry = (f"from the {source['registry']} registry" if source.get("registry") else "")
+    on_host = any(d.get("runs_on_host") is True for d in chain)
+    envs = "local, docker, modal, gcp" if on_host else "docker, modal, gcp"
+    return f"[{'; '.join(part for part in (origin, registry, envs) if part)}]"
+
+
 def check_choice(key: str, name: str, roots: list[Path]) -> None:
     options = group_entries(key, roots)
     if name not in options:

@@ -193,6 +193,11 @@ def finalize(cfg: "DictConfig", invocation: Invocation, suffix: str = "") -> Res
     data["benchmark"] = bench
     model_choice = choices.get(GROUPS["model"][1], "")
     checks.model_is_set(data["model"], model_choice)
+    if invocation.writes_results and str(data["model"].get("base_url") or "").startswith("modal:"):
+        from agentcompass.core.registry import load  # a run naming its endpoint (modal:NAME): its live URL
+
+        modal = resolved_section(merged, "environments.modal")  # its credentials, whichever env runs the tasks
+        data["model"] = load("service", "named_endpoint")(data["model"], modal if isinstance(modal, dict) else {})
     data["harness"] = with_recipe_defaults(data["harness"], bench, user_set_keys(cfg, overlays) | set(invocation.hidden_values))
 
     resolved = ResolvedConfig(

@@ -237,7 +237,7 @@ def settle_costs(summaries: dict[Path, dict[str, Any]]) -> None:
 
 
 SWEEP_FIELDS = ("k", "tasks", "trials", "passed", "failed", "errors", "incomplete", "not_run", "complete", "scoring_rule",
-                "pass_at_1", "pass_at_1_tasks", "pass_at_k", "solved_tasks", "solved_rate", "cost_usd", "cost_known",
+                "pass_at_1", "pass_at_1_tasks", "pass_at_k", "pass_hat_k", "solved_tasks", "solved_rate", "cost_usd", "cost_known",
                 "cost_basis", "cost_per_solved_usd", "model_calls", "tokens_in", "tokens_out", "active_s")
 
 

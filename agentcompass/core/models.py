@@ -32,7 +32,9 @@ from agentcompass.core.task import Usage
 if TYPE_CHECKING:
     from agentcompass.core.schema import ModelConfig
 
-STANDARD_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+# The APIs (model.api) agentcompass speaks itself, and where each one's key is read by default (litellm's names).
+STANDARD_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
+GEMINI_VERSION = "v1beta"  # the Gemini API's path prefix (what google-genai and gemini-cli call)
 extra, extra_modules = "agents", ("litellm",)  # what any model but `none` needs (registry.check_extra)
 NO_KEY = "EMPTY"  # what self-hosted OpenAI-compatible servers accept when they check no key
 MTOK = 1_000_000
@@ -91,16 +93,48 @@ def request_fields(model: "ModelConfig") -> dict[str, Any]:
     return {"reasoning_effort": model.reasoning}  # litellm translates this for each provider
 
 
+def litellm_fields(model: "ModelConfig") -> dict[str, Any]:
+    """request_fields as litellm takes them. A Gemini preset's tier is the Gemini API's own fields (the gateway sets
+    them as they are), which litellm drops without a word: its `thinking` budget and `reasoning_effort` (a level,
+    for Gemini 3) carry the thinking settings instead."""
+    fields = request_fields(model)
+    config = fields.get("generationConfig")
+    if litellm_name(model).split("/", 1)[0] != "gemini" or not isinstance(config, dict):
+        return fields
+    thinking = config.get("thinkingConfig") or {}
+    extra = set(config) - {"thinkingConfig"} | set(thinking) - {"thinkingBudget", "thinkingLevel", "includeThoughts"}
+    if extra:
+        raise UserError(f"model '{model.name}': tier '{model.reasoning}' sets {', '.join(sorted(extra))}, which only the "
+                        "model gateway forwards (litellm takes a Gemini tier's thinkingBudget or thinkingLevel); use a "
+                        "harness that calls through the gateway or a tier without them")
+    translated = {k: v for k, v in fields.items() if k != "generationConfig"}
+    if "thinkingBudget" in thinking:
+        translated["thinking"] = {"type": "enabled", "budget_tokens": int(thinking["thinkingBudget"])}
+    if "thinkingLevel" in thinking:
+        translated["reasoning_effort"] = str(thinking["thinkingLevel"]).lower()
+    return translated
+
+
 def api_base(model: "ModelConfig") -> str | None:
     """The base URL as litellm is given it. Anthropic's is given whole (ROOT/v1/messages): litellm appends
     /v1/messages to anything else, so a base ending in /v1 (as OpenAI clients write it) was asked for
-    /v1/v1/messages; the gateway and Claude Code take the root with or without /v1 alike."""
+    /v1/v1/messages; the gateway and Claude Code take the root with or without /v1 alike. A Gemini base is given
+    with its version (ROOT/v1beta): litellm appends models/M:generateContent to it, where Google's SDKs and the
+    gateway add the version to a root themselves."""
     if not model.base_url:
         return None
-    if litellm_name(model).split("/", 1)[0] != "anthropic":
+    route = litellm_name(model).split("/", 1)[0]
+    if route == "gemini":
+        return f"{gemini_root(model.base_url)}/{GEMINI_VERSION}"
+    if route != "anthropic":
         return model.base_url
     root = model.base_url.rstrip("/").removesuffix("/messages").removesuffix("/v1")
     return f"{root}/v1/messages"
+
+
+def gemini_root(url: str) -> str:
+    """The root a Gemini API version goes after, from a base URL written with or without one."""
+    return url.rstrip("/").removesuffix(f"/{GEMINI_VERSION}").removesuffix("/v1")
 
 
 def check_url(model: "ModelConfig") -> str:
@@ -108,12 +142,14 @@ def check_url(model: "ModelConfig") -> str:
     base = api_base(model)
     if base is None:
         return "the provider's default endpoint"
+    if litellm_name(model).split("/", 1)[0] == "gemini":
+        return f"{base}/models/{cli_model_name(model)}:generateContent"
     return base if base.endswith("/v1/messages") else f"{base.rstrip('/')}/chat/completions"
 
 
 def completion_kwargs(model: "ModelConfig", environ: dict[str, str] | None = None) -> dict[str, Any]:
     """Keyword arguments for litellm.completion besides model and messages (holds the key: never log it)."""
-    kwargs = deep_merge(dict(model.params), request_fields(model))
+    kwargs = deep_merge(dict(model.params), litellm_fields(model))
     if model.base_url:
         kwargs["api_base"] = api_base(model)
     key = api_key(model, environ)
@@ -154,12 +190,13 @@ def check_model(model: "ModelConfig", request: bool = True) -> None:
 
 
 DEFAULT_CHECK_URL = {"openai": "https://api.openai.com/v1/chat/completions",
-                     "anthropic": "https://api.anthropic.com/v1/messages"}
-BASE_URL_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE")
+                     "anthropic": "https://api.anthropic.com/v1/messages",
+                     "gemini": f"https://generativelanguage.googleapis.com/{GEMINI_VERSION}/models/{{model}}:generateContent"}
+BASE_URL_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE", "GEMINI_API_BASE")
 
 
 def direct_route(model: "ModelConfig") -> str | None:
-    """'openai' or 'anthropic' where the check can ask the endpoint itself, as litellm would route the
+    """'openai', 'anthropic' or 'gemini' where the check can ask the endpoint itself, as litellm would route the
     model, without importing litellm (seconds of CPU before a refusal); None where only litellm knows the
     route (another provider prefix, or a base URL litellm takes from the environment)."""
     prefix = model.name.split("/", 1)[0] if "/" in model.name else model.api
@@ -208,16 +245,21 @@ def send_direct_check(model: "ModelConfig", route: str, kwargs: dict[str, Any], 
     import httpx
 
     key = kwargs.get("api_key")
-    url = check_url(model) if model.base_url else DEFAULT_CHECK_URL[route]
+    url = check_url(model) if model.base_url else DEFAULT_CHECK_URL[route].format(model=cli_model_name(model))
     headers = dict(kwargs.get("extra_headers") or {})
-    if route == "anthropic":
+    body: dict[str, Any] = {"model": litellm_name(model).split("/", 1)[1], "max_tokens": 1,
+                            "messages": [{"role": "user", "content": "Reply with OK."}]}
+    if route == "gemini":  # the key in its header, never in the URL (which errors and logs quote)
+        body = {"contents": [{"role": "user", "parts": [{"text": "Reply with OK."}]}],
+                "generationConfig": {"maxOutputTokens": 1}}
+        if key:
+            headers["x-goog-api-key"] = key
+    elif route == "anthropic":
         headers.setdefault("anthropic-version", "2023-06-01")
         if key:
             headers["x-api-key"] = key
     elif key:
         headers["authorization"] = f"Bearer {key}"
-    body = {"model": litellm_name(model).split("/", 1)[1], "max_tokens": 1,
-            "messages": [{"role": "user", "content": "Reply with OK."}]}
     try:
         with Waiting(f"{url} to answer a 1-token check of '{model.name}'"):
             reply = httpx.post(url, json=body, headers=headers,
@@ -226,7 +268,8 @@ def send_direct_check(model: "ModelConfig", route: str, kwargs: dict[str, Any], 
         failure = transport_failure(exc) or "connect"
         raise UserError(unreachable(model, where, failure, error_text(exc, kwargs) or type(exc).__name__, skip)) from None
     text = error_text(Exception(reply.text), kwargs)
-    if reply.status_code in (401, 403):
+    # The Gemini API refuses a wrong key with a 400 that says so (reason API_KEY_INVALID), not a 401.
+    if reply.status_code in (401, 403) or (route == "gemini" and "API_KEY_INVALID" in reply.text):
         raise UserError(rejected(model, where, f"{reply.status_code}: {text}", skip))
     if reply.status_code == 404:
         raise UserError(unknown_model(model, where, f"404: {text}", skip))

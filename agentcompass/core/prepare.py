@@ -4,7 +4,7 @@ chosen, all before a byte is written (bad input is one line and exit 2, nothing 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,8 @@ class PreparedRun:
     harness: Any
     run_dir: Path
     fingerprint: dict[str, Any]
+    run_info: dict[str, Any] = field(default_factory=dict)  # more for run.json (a regrade: the run it regrades)
+    trial_runner: Any = None  # a TrialRunner subclass running each attempt (a regrade's replay); None: TrialRunner
 
 
 def prepare(resolved: ResolvedConfig, harness_name: str | None = None) -> PreparedRun:

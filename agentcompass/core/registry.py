@@ -19,6 +19,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     "provider": {
         "local": "agentcompass.providers.local.provider:LocalProvider",
         "docker": "agentcompass.providers.docker.provider:DockerProvider",
+        "podman": "agentcompass.providers.podman.provider:PodmanProvider",
         "modal": "agentcompass.providers.modal.provider:ModalProvider",
         "gcp": "agentcompass.providers.gcp.provider:GcpProvider",
         "gcp_batch": "agentcompass.providers.gcp.eval:GcpBatchProvider",  # eval/validate on gcp
@@ -27,6 +28,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "cooperbench": "agentcompass.formats.cooperbench.format:CooperbenchFormat",
         "harbor": "agentcompass.formats.harbor.format:HarborFormat",
         "swebench": "agentcompass.formats.swebench.format:SwebenchFormat",
+        "swebench_pro": "agentcompass.formats.swebench_pro.format:SwebenchProFormat",
         "terminal_bench": "agentcompass.formats.terminal_bench.format:TerminalBenchFormat",
     },
     "harness": {
@@ -50,6 +52,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "gateway_check": "agentcompass.gateway.server:check_gateway",
         "endpoint_check": "agentcompass.gateway.check:check_endpoint",
         "settle_costs": "agentcompass.report.runcost:settle",
+        "named_endpoint": "agentcompass.endpoints.lifecycle:resolve_named",
     },
 }
 

@@ -63,7 +63,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
         + (f"  tampered {summary['tampered']} (failed)" if summary.get("tampered") else ""),
         f"solved {summary['solved_tasks']}/{summary['tasks']} selected tasks ({rate(summary['solved_rate'])})  "
         f"pass@1 {rate(summary['pass_at_1'])} {base_note(summary)}  "
-        + (f"pass@{k} {rate(summary['pass_at_k'])}  " if k > 1 else "")
+        + (f"pass@{k} {rate(summary['pass_at_k'])}  pass^{k} {rate(summary.get('pass_hat_k'))}  " if k > 1 else "")
         + f"tokens in/out {summary['tokens_in']}/{summary['tokens_out']}  cost {cost}"
         + (f"  cost/solved {usd(per_solved)}" if summary["solved_tasks"] else "")
         + (f"  ({basis})" if basis and summary["cost_usd"] is not None else ""),

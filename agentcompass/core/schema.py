@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 
 class Strict(BaseModel):
@@ -62,6 +62,32 @@ class Pricing(Strict):
     modal_tags: dict[str, str] = Field(default_factory=dict)  # ... or the tags its billing rows carry
 
 
+class ModalEndpoint(Strict):
+    """A Modal Endpoint serving the model (`agentcompass endpoint up PRESET --env modal`): Modal picks the GPUs for
+    the model; `hardware` only says which, for people reading the preset (the rate is pricing.hourly_usd)."""
+
+    name: str = Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")  # found again by this name: `up` is idempotent
+    model: str  # the base model's Hugging Face repo id, e.g. zai-org/GLM-5.2-FP8
+    volume: str | None = None  # a Modal Volume already holding the weights: reused, never downloaded again
+    volume_path: str | None = None  # where in the volume the weights are
+    environment: str | None = None  # Modal environment; default: the credentials' own
+    min_containers: int | None = Field(None, ge=0)
+    max_containers: int | None = Field(None, ge=1)
+    scaledown_window_s: int | None = Field(None, ge=2, le=3600)
+    unauthenticated: bool = False  # default: requests need a Modal proxy token (Modal-Key / Modal-Secret headers)
+    hardware: str | None = None  # e.g. "8xB200", informational
+
+    @model_validator(mode="after")
+    def _volume_with_its_path(self) -> "ModalEndpoint":
+        if bool(self.volume) != bool(self.volume_path):
+            raise ValueError("endpoint.modal.volume and volume_path go together: name both or neither")
+        return self
+
+
+class EndpointConfig(Strict):
+    modal: ModalEndpoint | None = None
+
+
 class ModelConfig(Strict):
     name: str
     description: str = ""
@@ -78,6 +104,7 @@ class ModelConfig(Strict):
     # The most output tokens one call may ask for through the gateway (larger asks are lowered to it);
     # None: litellm's figure for the model, else agentcompass.gateway.policy.DEFAULT_MAX_OUTPUT_TOKENS.
     max_output_tokens: int | None = Field(None, ge=1)
+    endpoint: EndpointConfig | None = None  # how `agentcompass endpoint up` serves this model itself
 
     @field_validator("name", "base_url")
     @classmethod
@@ -146,6 +173,8 @@ class RunConfig(Strict):
     sweep_parallel: bool = False  # a -m sweep runs every job at once in one pool (--sweep-parallel)
     processes: int | None = Field(None, ge=1)  # worker processes for the trials; None: one per core past 128 at once
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    # A shared sandbox's final filesystem (its changes since the image) kept for `regrade` up to this size; 0: none
+    kept_state_cap_mb: float = Field(200.0, ge=0)
     # Spend caps, enforced at the model gateway (docs/gateway.md): reached, further calls are refused and the
     # attempt fails with the reason. Tokens are input (cache reads and writes included) plus output.
     max_cost_usd: float | None = Field(None, gt=0)  # the whole run's model spend

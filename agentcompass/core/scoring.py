@@ -72,6 +72,15 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k, the chance that k attempts drawn without replacement from n all pass (tau-bench's estimator, the
+    reliability inspect_ai's pass_k reducer reports): C(c, k) / C(n, k); with n < k, k is n, as for pass@k."""
+    if n == 0:
+        return 0.0
+    k = min(k, n)
+    return comb(c, k) / comb(n, k)
+
+
 def verdict(result: "TrialResult", rule: Rule) -> bool | None:
     """True passed, False failed, None no verdict (an error the rule leaves out)."""
     if result.status == "error":
@@ -117,6 +126,8 @@ def summarize(results: Iterable["TrialResult"], task_ids: list[str], k: int, rul
     def pass_at(kk: int) -> float | None:
         return round(sum(pass_at_k(graded, passed, kk) for graded, passed in scored) / len(scored), 6) if scored else None
 
+    pass_hat = round(sum(pass_hat_k(graded, passed, k) for graded, passed in scored) / len(scored), 6) if scored else None
+
     trials = sum(count for count, _, _ in tally.values())
     attempted = sum(count > 0 for count, _, _ in tally.values())
     solved = sum(passed > 0 for _, _, passed in tally.values())
@@ -149,6 +160,7 @@ def summarize(results: Iterable["TrialResult"], task_ids: list[str], k: int, rul
         "pass_at_1_tasks": len(scored),
         "pass_at_k": pass_at(k),
         "pass_at_k_tasks": len(scored),
+        "pass_hat_k": pass_hat,  # every one of k attempts passes (docs/scoring.md)
         "solved_tasks": solved,
         "solved_rate": round(solved / len(task_ids), 6) if task_ids else None,
         "cost_usd": cost,

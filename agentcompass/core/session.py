@@ -103,6 +103,7 @@ def opened(prepared: PreparedRun, argv: list[str], pacers: dict[Any, Pacer] | No
             "run_dir": str(run_dir),
             "tasks": [t.id for t in prepared.tasks],  # the selection: every rate's tasks, whatever has run
         })
+        run_info.update(prepared.run_info)
         if finished:
             run_info.setdefault("resumed_at", []).append(session["started_at"])
         run_info.setdefault("sessions", []).append(session)
@@ -115,10 +116,11 @@ def opened(prepared: PreparedRun, argv: list[str], pacers: dict[Any, Pacer] | No
             return write_summary(run_dir, task_ids, resolved, run_info["sessions"], task_format, store.recorded(), store)
 
         checkpoint()
-        runner = TrialRunner(
+        runner = (prepared.trial_runner or TrialRunner)(
             prepared.task_format, prepared.harness, prepared.provider, resolved.model,
             str(resolved.run.run_name), resolved.labels, OpenSandboxes(), resolved.run.keep_environment,
             pacer_for(resolved, prepared.provider, {} if pacers is None else pacers), gateway,
+            resolved.run.kept_state_cap_mb,
         )
         lane = Lane(runner, store, RetryPolicy(resolved.run.max_retries, resolved.run.retry_backoff_s), pending, label)
         run = OpenRun(prepared, lane, done)

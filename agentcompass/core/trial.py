@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agentcompass.core import leftovers
+from agentcompass.core.kept_state import keep_outcome, keep_sandbox_state, kept_summary
 from agentcompass.core.errors import (AgentSpoiledSandboxError, BackPressure, InfraError, TaskRefused, TrialError, decide,
                                        follows)
 from agentcompass.core.pacing import Pacer
@@ -91,6 +92,7 @@ class TrialRunner:
     keep_environment: bool = False
     pacer: Pacer = field(default_factory=Pacer)  # the env's open-slot limit and creation rate
     gateway: "ModelGateway | None" = None  # started by the runner when the harness uses one
+    kept_state_cap_mb: float = 200.0  # a shared sandbox's final state kept for regrading up to this size (0: none)
 
     def run(self, task: Task, attempt: int, trial_dir: Path) -> TrialResult:
         """Run one attempt once the pacer gives it a turn; the wait is its `wait` timing, not its time.
@@ -167,6 +169,10 @@ class TrialRunner:
                 agent_error = exc
                 outcome = AgentOutcome(exit_status=f"{exc.category}_error", message=str(exc),
                                        usage=exc.usage if exc.usage is not None else Usage())
+            kept: dict[str, Any] = {}
+            if grading_spec is None:  # the verifier runs where the agent worked: keep that state for a regrade
+                with phase("keep"):
+                    kept = self._keep(sandbox, trial, outcome)
             # Verification runs whatever the agent's exit status, a timeout included.
             with phase("verify"):
                 if grading_spec is None:
@@ -200,8 +206,20 @@ class TrialRunner:
                     else:
                         close_after(sandbox, graded, task.id, attempt)
         timings["commands"] = round(sandbox.command_s + sum(extra.command_s for extra in extras), 4)
-        return self._result(task, attempt, started, t0, timings, outcome, None, {**grade.details, **details}, grade, trial,
-                            agent_error=agent_error)
+        return self._result(task, attempt, started, t0, timings, outcome, None, {**grade.details, **details, **kept}, grade,
+                            trial, agent_error=agent_error)
+
+    def _keep(self, sandbox: "TimedSandbox", trial: TrialContext, outcome: AgentOutcome) -> dict[str, Any]:
+        """What a regrade needs of a shared sandbox (core/kept_state.py): the outcome and the final filesystem,
+        taken before the verifier writes anything; a harness that only submits left no state of an agent's. An env
+        that cannot list its sandbox's changes (modal, gcp) keeps nothing: no file written per trial for nothing."""
+        if getattr(self.harness, "submits_only", False):
+            keep_outcome(trial, outcome)
+            return {}
+        if self.kept_state_cap_mb <= 0 or not callable(getattr(sandbox.inner, "export_changes", None)):
+            return {}
+        keep_outcome(trial, outcome)
+        return {"kept_state": kept_summary(keep_sandbox_state(sandbox.inner, trial, self.kept_state_cap_mb))}
 
     def _open_extra(self, spec: "SandboxSpec", extras: list["TimedSandbox"]) -> "TimedSandbox":
         """A further sandbox of the trial, tracked like its first (an interrupt closes it)."""
@@ -229,6 +247,7 @@ class TrialRunner:
         """Collect the submission (SWE-bench's patch, Harbor's artifacts), close the agent's sandbox
         (nothing else in it counts), then stage a new sandbox and grade the submission there."""
         outcome = self.task_format.collect(task, sandbox, trial, outcome)
+        keep_outcome(trial, outcome)  # the submission and what was collected: all a fresh grading needs again
         spoilable["agent_sandbox"] = False  # from here on nothing runs where the agent worked
         if not self.keep_environment:
             try:
@@ -257,7 +276,7 @@ class TrialRunner:
         The error class that decided it is `details.error_class`; an agent error after which the attempt was graded
         keeps the grade's status when the table says its reward counts, and is an error (no valid reward) when not."""
         timings["total"] = round(time.monotonic() - t0, 4)
-        details = dict(details or {})
+        details = {**agent_network(task), **(details or {})}
         if trial is not None and trial.tampering:  # shown in the summary and report; the verdict stands as graded
             details["tampering"] = list(trial.tampering)
         outcome = outcome if outcome is not None else AgentOutcome()
@@ -352,6 +371,14 @@ def close_after(sandbox: "Sandbox", graded: bool, task_id: str, attempt: int) ->
         if not graded:
             raise
         log.warning("closing the sandbox failed; the grade stands", task=task_id, attempt=attempt, error=str(exc))
+
+
+def agent_network(task: Task) -> dict[str, Any]:
+    """The network the agent's phase had, so a reader of the record (analyze's network detector) can tell a
+    forbidden download from an allowed one: a format's per-phase mode (Harbor's [agent] network_mode) over
+    the task's allow_internet. allow_internet is True only for the public internet (an allowlist is not)."""
+    mode = (task.data.get("networks") or {}).get("agent") or ("public" if task.allow_internet else "no-network")
+    return {"allow_internet": mode == "public", "agent_network": mode}
 
 
 def sandbox_details(sandbox: "Sandbox") -> dict[str, Any]:

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentcompass.core.merge import deep_merge
+from agentcompass.gateway import gemini
 from agentcompass.gateway.policy import Refused, RequestPolicy, admit
+from agentcompass.gateway.tiers import WHOLE_FIELDS, cleared_fields, remove_path  # noqa: F401 (server.py)
 
 if TYPE_CHECKING:
     import httpx
@@ -37,10 +39,6 @@ CLIENT_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta", "accept"
 DROPPED_REPLY_HEADERS = {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive",
                          "set-cookie"}
 ANTHROPIC_VERSION = "2023-06-01"
-KEPT_FIELDS = {("max_tokens",), ("model",), ("messages",)}  # never removed, even when a tier sets them
-# Set and removed whole, never merged: Anthropic's `thinking` is a tagged union, so a part of the client's
-# (Claude Code's `display`) left beside another tier's is no request the API takes.
-WHOLE_FIELDS = {"thinking"}
 THINKING_ON = ("enabled", "adaptive")  # the thinking types that take `display`
 EVENT_END = re.compile(rb"\r?\n\r?\n")
 DONE = re.compile(rb"^data: ?\[DONE\]", re.MULTILINE)  # the end of an OpenAI chat stream
@@ -67,17 +65,21 @@ class CallRecorder(Protocol):
 class Upstream:
     """Where calls go and what every request gets on the way."""
 
-    shape: str  # openai | anthropic
-    base_url: str  # OpenAI: the URL ending in /v1; Anthropic: the root that /v1/messages is appended to
+    shape: str  # openai | anthropic | gemini
+    base_url: str  # OpenAI: the URL ending in /v1; Anthropic, Gemini: the root that /v1/messages, /v1beta/... go after
     model: str  # the model's name at the endpoint
     key: str | None = field(repr=False)
     tier: dict[str, Any] = field(default_factory=dict)  # the tier's fields, set on every request
     cleared: frozenset[tuple[str, ...]] = frozenset()  # fields other tiers set: removed from what the client sent
     connect_timeout_s: float = 10.0
     request_timeout_s: float = 600.0
+    # The preset's model.params.extra_headers (e.g. a Modal endpoint's proxy token, Modal-Key / Modal-Secret):
+    # sent upstream on every call, never shown to the agent, whose own headers cannot replace them.
+    extra_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def url(self, path: str) -> str:
-        return f"{self.base_url}/{path}" if self.shape == "openai" else f"{self.base_url}/v1/{path}"
+        # OpenAI's base ends in /v1; a Gemini path names its version (v1beta, v1), as the client called it.
+        return f"{self.base_url}/{path}" if self.shape in ("openai", "gemini") else f"{self.base_url}/v1/{path}"
 
     def headers(self, sent: Any) -> dict[str, str]:
         headers = {"content-type": "application/json", "accept-encoding": "identity"}
@@ -86,39 +88,17 @@ class Upstream:
             headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
             if self.key:
                 headers["x-api-key"] = self.key
+        elif self.shape == "gemini":
+            if self.key:
+                headers["x-goog-api-key"] = self.key  # never in the URL, where logs and error echoes keep it
         elif self.key:
             headers["authorization"] = f"Bearer {self.key}"
+        headers.update({name.lower(): value for name, value in self.extra_headers})
         return headers
 
     def scrub(self, content: bytes) -> bytes:
         """An error body that echoes the key (some servers quote what they got) goes back without it."""
         return content.replace(self.key.encode(), b"***") if self.key else content
-
-
-def leaf_paths(fields: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
-    paths: set[tuple[str, ...]] = set()
-    for key, value in fields.items():
-        path = (*prefix, key)
-        whole = not prefix and key in WHOLE_FIELDS
-        paths |= leaf_paths(value, path) if isinstance(value, dict) and value and not whole else {path}
-    return paths
-
-
-def cleared_fields(reasoning_map: dict[str, dict[str, Any]], tier: dict[str, Any]) -> frozenset[tuple[str, ...]]:
-    """What other tiers set and this one does not: a client's own value there would change the tier."""
-    others = set().union(*(leaf_paths(fields) for fields in reasoning_map.values())) if reasoning_map else set()
-    return frozenset(others - leaf_paths(tier) - KEPT_FIELDS)
-
-
-def remove_path(body: dict[str, Any], path: tuple[str, ...]) -> None:
-    """Delete body[a][b]...; a parent left empty goes too."""
-    parent = body.get(path[0])
-    if len(path) == 1:
-        body.pop(path[0], None)
-    elif isinstance(parent, dict):
-        remove_path(parent, path[1:])
-        if not parent:
-            body.pop(path[0])
 
 
 def rewrite(body: dict[str, Any], upstream: Upstream, kind: str | None) -> tuple[dict[str, Any], bool]:
@@ -169,6 +149,8 @@ def thinking_consistent(body: dict[str, Any], shown: Any) -> None:
 def token_counts(kind: str, usage: Any) -> tuple[int, int, int, int] | None:
     """(input, output, cache reads, cache writes) from an upstream's usage object; reads and writes count as
     input too (Anthropic reports them apart from input_tokens: they are added in, and priced apart)."""
+    if kind == "gemini":
+        return gemini.token_counts(usage)
     if not isinstance(usage, dict):
         return None
 
@@ -203,6 +185,10 @@ class StreamUsage:
         return data
 
     def see(self, data: dict[str, Any]) -> None:
+        if self.kind == "gemini":  # every chunk carries the usage so far; the last, the whole reply's
+            self.usage = data.get("usageMetadata") if isinstance(data.get("usageMetadata"), dict) else self.usage
+            self.finished = self.finished or gemini.finished(data)
+            return
         if data.get("type") in STREAM_ENDS or data.get("type") == "message_stop":
             self.finished = True
         if self.kind == "chat" and isinstance(data.get("usage"), dict):
@@ -249,6 +235,8 @@ def failure(shape: str, status: int, message: str, kind: str = "invalid_request_
     """An error in the shape the client speaks."""
     from starlette.responses import JSONResponse
 
+    if shape == "gemini":
+        return JSONResponse(gemini.error_body(status, message), status_code=status)
     body = ({"type": "error", "error": {"type": kind, "message": message}} if shape == "anthropic"
             else {"error": {"message": message, "type": kind, "code": None}})
     return JSONResponse(body, status_code=status)
@@ -284,6 +272,8 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
 
     async def forward(request: Request) -> Response:
         path = request.path_params["path"]
+        if gemini.call_of(request.method, path) is not None:  # google-genai 2+ calls the Gemini API's /v1
+            return await forward_gemini(request, "v1")
         shape, kind = ROUTES.get((request.method, path), (upstream.shape, None))
         trial = trial_of(token_of(request))
         if trial is None:
@@ -315,6 +305,37 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
             trial.refused(str(refused))
             return failure(shape, refused.status, str(refused))
         body, asked_usage = rewrite(sent, upstream, kind)
+        url = upstream.url(path) + (f"?{request.url.query}" if request.url.query else "")  # admitted: ?beta=true
+        return await send(shape, kind, trial, url, body, upstream.headers(request.headers), asked_usage)
+
+    async def forward_gemini(request: Request, version: str = gemini.API_VERSION) -> Response:
+        """The Gemini API (agentcompass.gateway.gemini), forwarded to the version the client called."""
+        path, query = request.path_params["path"], request.url.query
+        trial = trial_of(str(request.path_params.get("token") or gemini.token_of(request.headers, query)))
+        if trial is None:
+            return failure("gemini", 401, "agentcompass gateway: unknown or released trial token")
+        own = gemini.own_reply(request.method, version, path, upstream)
+        if own is not None:
+            return JSONResponse(own[1], status_code=own[0])
+        capped = trial.over_cap()
+        if capped is not None:
+            return failure("gemini", 400, f"agentcompass gateway: {capped}; no further model calls in this attempt")
+        try:
+            sent = await request.json()
+        except ValueError:
+            sent = None
+        if not isinstance(sent, dict):
+            return failure("gemini", 400, "agentcompass gateway: the request body is not a JSON object")
+        try:
+            url, body, metered = gemini.forwarded(version, path, query, sent, upstream, trial.policy)
+        except Refused as refused:
+            trial.refused(str(refused))
+            return failure("gemini", refused.status, str(refused))
+        return await send("gemini", "gemini" if metered else None, trial, url, body, upstream.headers({}), False)
+
+    async def send(shape: str, kind: str | None, trial: CallRecorder, url: str, body: dict[str, Any],
+                   headers: dict[str, str], asked_usage: bool) -> Response:
+        """Forward one admitted request and meter its reply (a stream as it is relayed)."""
         assert client is not None
         start = time.monotonic()
 
@@ -328,9 +349,7 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
                                        "spend cap; try again when one has ended", "rate_limit_error")
         try:
             try:
-                url = upstream.url(path) + (f"?{request.url.query}" if request.url.query else "")  # admitted: ?beta=true
-                reply = await client.send(client.build_request("POST", url, json=body,
-                                                               headers=upstream.headers(request.headers)), stream=True)
+                reply = await client.send(client.build_request("POST", url, json=body, headers=headers), stream=True)
             except httpx.TimeoutException as exc:
                 record(504)
                 return failure(shape, 504, f"agentcompass gateway: the model endpoint did not answer in time "
@@ -353,7 +372,8 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
             finally:
                 await reply.aclose()
             ok = 200 <= reply.status_code < 300
-            tokens = token_counts(kind, json_object(content).get("usage")) if ok and kind else None
+            usage = json_object(content).get("usageMetadata" if kind == "gemini" else "usage")
+            tokens = token_counts(kind, usage) if ok and kind else None
             record(reply.status_code, tokens)
             return Response(content if ok else upstream.scrub(content), status_code=reply.status_code,
                             headers=reply_headers(reply))
@@ -384,7 +404,10 @@ def build_app(upstream: Upstream, trial_of: Callable[[str], CallRecorder | None]
                     await reply.aclose()
 
     paths = ["/t/{token}/v1/{path:path}", "/v1/{path:path}"]
-    return Starlette(routes=[Route(p, forward, methods=["GET", "POST"]) for p in paths], lifespan=lifespan)
+    gemini_paths = [f"/t/{{token}}/{gemini.API_VERSION}/{{path:path}}", f"/{gemini.API_VERSION}/{{path:path}}"]
+    routes = [Route(p, forward, methods=["GET", "POST"]) for p in paths]
+    routes += [Route(p, forward_gemini, methods=["GET", "POST"]) for p in gemini_paths]
+    return Starlette(routes=routes, lifespan=lifespan)
 
 
 def json_object(content: bytes) -> dict[str, Any]:

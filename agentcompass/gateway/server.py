@@ -6,7 +6,9 @@ upstream key. The gateway (a Starlette app under uvicorn, in a background thread
 (a) sets the preset's upstream model and reasoning tier on every request, whatever the client sent;
 (b) meters every call from the upstream's usage into the trial's model_calls.jsonl and totals;
 (c) holds the real key. Upstream 5xx and unreachable endpoints reach the client as 5xx and are
-counted (`errors_5xx`), so the harness can call an outage infra; a 401 passes through.
+counted (`errors_5xx`), so the harness can call an outage infra; a 401 passes through; (d) records the status it
+answered each call with (`statuses`): the installed harnesses read the error class from it, never from what the
+agent printed (harnesses/installed.py).
 
 Reachability: a local sandbox reaches it on 127.0.0.1; a docker container through its network's
 gateway address (a task without internet is moved from `none` onto the run's internal network,
@@ -25,6 +27,7 @@ import structlog
 
 from agentcompass.core.calls import CALLS_FILE
 from agentcompass.core.errors import InfraError, SpendCapReached, UserError
+from agentcompass.gateway import gemini
 from agentcompass.gateway.app import Upstream, build_app, cleared_fields
 from agentcompass.gateway.caps import MAX_IN_FLIGHT, RunSpend, SpendCaps
 from agentcompass.gateway.listener import Listener
@@ -40,7 +43,8 @@ if TYPE_CHECKING:
     from agentcompass.core.context import TrialContext
 
 log = structlog.get_logger("agentcompass")
-DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com",
+                    "gemini": gemini.DEFAULT_BASE_URL}
 REACHES_HOST = ("local", "docker")  # providers whose sandboxes reach this machine without a public URL
 SETTLE_TIMEOUT_S = 5.0  # how long a release waits for its trial's calls in flight to be recorded
 
@@ -60,10 +64,16 @@ class GatewayEndpoint:
         """Set when a spend cap stopped this trial's calls: the harness stops its agent."""
         return self.meter.capped
 
+    @property
+    def gemini_base_url(self) -> str:
+        """The root Gemini clients append /v1beta/models/... to (GOOGLE_GEMINI_BASE_URL): the Anthropic one."""
+        return self.anthropic_base_url
+
     def usage(self) -> dict[str, Any]:
         """This trial's calls so far: tokens_in, tokens_out, tokens_cached, tokens_cache_write, calls (answered 2xx),
         generation_s, errors_5xx; and errors (every failed call), cost_usd, cost_known; capped (a spend cap's
-        reason, or None), refused (requests the policy did not forward)."""
+        reason, or None), refused (requests the policy did not forward), statuses (each forwarded call's HTTP status
+        as the agent got it, in order)."""
         return self.meter.totals()
 
 
@@ -78,6 +88,9 @@ class TrialMeter:
         self.policy = policy or RequestPolicy()
         self.run_spend = run_spend or RunSpend(SpendCaps())
         self.errors_5xx = 0
+        # The HTTP status of each model call as this gateway answered it, in order: what the harness reads the error
+        # class from (never what the agent printed, which its tools can forge). Not the gateway's own refusals.
+        self.statuses: list[int] = []
         self.capped = threading.Event()  # set at the first call refused at a cap: the harness stops the agent
         self.cap_reason: str | None = None
         self.refusals: dict[str, int] = {}  # requests the policy refused, by reason (never forwarded, not calls)
@@ -129,6 +142,7 @@ class TrialMeter:
     def record(self, seconds: float, status: int, tokens: tuple[int, int, int, int] | None) -> None:
         ok = 200 <= status < 300
         with self._lock:
+            self.statuses.append(status)
             before = self.meter.usage.cost_usd
             self.meter.waited(seconds, failed=not ok)
             if ok:
@@ -146,28 +160,33 @@ class TrialMeter:
                     "tokens_cache_write": usage.tokens_cache_write,
                     "calls": usage.model_calls, "generation_s": round(usage.generation_s, 6),
                     "errors_5xx": self.errors_5xx, "errors": usage.model_errors, "cost_usd": usage.cost_usd,
-                    "cost_known": usage.cost_known, "capped": self.cap_reason, "refused": sum(self.refusals.values())}
+                    "cost_known": usage.cost_known, "capped": self.cap_reason, "refused": sum(self.refusals.values()),
+                    "statuses": list(self.statuses)}
 
 
 def upstream_of(model: "ModelConfig") -> Upstream:
     """The endpoint a preset names, as the gateway forwards to it; UserError when it cannot."""
-    from agentcompass.core.models import api_key, litellm_name, request_fields
+    from agentcompass.core.models import api_key, gemini_root, litellm_name, request_fields
 
     routed = litellm_name(model)
     prefix, _, name = routed.partition("/")
     shape = prefix if prefix in DEFAULT_BASE_URL else model.api if model.base_url else None
     if shape not in DEFAULT_BASE_URL:
-        raise UserError(f"the model gateway forwards to OpenAI- or Anthropic-compatible endpoints; model "
-                        f"'{model.name}' is routed to '{prefix}'; set model.api (openai | anthropic) and --model-base-url")
-    if shape == "anthropic" and model.reasoning and not model.reasoning_map:
-        raise UserError(f"model '{model.name}' has tier '{model.reasoning}' but no reasoning_map, and the Anthropic API "
+        raise UserError(f"the model gateway forwards to OpenAI-, Anthropic- or Gemini-compatible endpoints; model "
+                        f"'{model.name}' is routed to '{prefix}'; set model.api (openai | anthropic | gemini) and "
+                        "--model-base-url")
+    if shape in ("anthropic", "gemini") and model.reasoning and not model.reasoning_map:
+        raise UserError(f"model '{model.name}' has tier '{model.reasoning}' but no reasoning_map, and the {shape} API "
                         "has no reasoning_effort to send it as; give the preset a reasoning_map (see claude-sonnet-4-5)")
     base = (model.base_url or DEFAULT_BASE_URL[shape]).rstrip("/")
     if shape == "anthropic":  # the root: clients and litellm name it with or without /v1(/messages)
         base = base.removesuffix("/messages").removesuffix("/v1")
+    if shape == "gemini":
+        base = gemini_root(base)
     tier = request_fields(model)
+    extra = tuple((str(k), str(v)) for k, v in (model.params.get("extra_headers") or {}).items())
     return Upstream(shape, base, name, api_key(model), tier, cleared_fields(model.reasoning_map, tier),
-                    model.connect_timeout_s, model.request_timeout_s)
+                    model.connect_timeout_s, model.request_timeout_s, extra)
 
 
 def check_gateway(resolved: "ResolvedConfig", tasks: list["Task"], provider: Any) -> None:
@@ -368,19 +387,16 @@ class Gateway:
 
     def _internal_network(self, api: Any) -> str:
         """The run's internal bridge network (no route out), created on first use, removed at stop."""
+        from agentcompass.providers.docker.run_network import ICC_OFF, create_shared_network
+        from agentcompass.providers.remote import OWNER_LABEL, process_owner
+
         safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in self.run_name)[:40]
         name = f"ac-gateway-{safe}-{self.port}"
-        import docker
-
         with self._lock:
             if not any(known == name for _, known in self._networks):
-                try:
-                    api.create_network(name, driver="bridge", internal=True, check_duplicate=True,
-                                       labels={"agentcompass": "1", "run": self.run_name},
-                                       options={"com.docker.network.bridge.enable_icc": "false"})  # trials never reach each other
-                except docker.errors.APIError as exc:
-                    if exc.status_code != 409:  # 409: left by an earlier session of this run; used again
-                        raise
+                # Owned by this process: a run killed before its stop leaves it, and the next run reaps it (run_network).
+                labels = {"agentcompass": "1", "run": self.run_name, OWNER_LABEL: process_owner("gateway")}
+                create_shared_network(api, name, labels, internal=True, options=ICC_OFF)  # trials never reach each other
                 self._networks.append((api, name))
         return name
 

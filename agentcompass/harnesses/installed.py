@@ -18,6 +18,19 @@ both graded with their reward counting (a CLI that finished its work and then hu
 from the endpoint is AgentAuthenticationError, 404 ModelNotFoundError, 400/422 BadRequestError; an endpoint that
 kept failing (5xx, unreachable) is ApiInternalServerError and 429 ApiRateLimitError, both retried. The CLI's last
 output is in the message.
+
+Where those statuses come from: with the gateway (every run the runner starts), from the gateway's own record of the
+status it answered each of this trial's calls with (`endpoint.usage()["statuses"]`, see `gateway_verdict`), never
+from what the CLI printed: the model's tools write into the same output, and a printed "401" or "429" would turn a
+failed attempt into one that is not graded, retried or left out of the rate. A key refused, a model unknown or a
+request refused count only when no call of the attempt was answered: the agent's tools run only after an answered
+call, so such a status after one may be the agent's own doing (a request it sent itself with its token). Only without
+a gateway (a harness run outside the runner, e.g. from the Python API with no gateway) is the printed output read,
+through the harness's `endpoint_error`.
+
+A new installed harness: subclass InstalledAgent and define `endpoint_error(output)` as its no-gateway fallback (it
+may use `status_verdict` with a regex for the statuses its CLI prints; return None when it cannot tell). It is never
+consulted when the gateway is in the path; `classify` (the shared hook) decides the class either way.
 """
 
 from __future__ import annotations
@@ -137,8 +150,9 @@ class InstalledAgent:
         raise NotImplementedError
 
     def endpoint_error(self, output: str) -> str | None:
-        """"auth" when the endpoint refused the key, "outage" when it kept failing, None when neither shows."""
-        raise NotImplementedError
+        """Only without a gateway (see the module's docstring): what the CLI's printed output says the endpoint last
+        answered, one of status_verdict's values ("auth", "not_found", "bad_request", "rate_limit", "outage") or None."""
+        return None
 
     # the shared run
     @property
@@ -217,12 +231,11 @@ class InstalledAgent:
                  metered: dict[str, Any] | None) -> TrialError | None:
         """The run's error class (core/errors.py), None for a clean exit. What the endpoint last answered decides
         first (a key refused, a model unknown, a request refused, an outage), then how the CLI ended."""
-        output = f"{stdout}\n{stderr}"
         if metered and metered.get("capped"):  # the gateway refused its calls and the CLI was stopped
             return SpendCapReached(f"{self.name} was stopped: {metered['capped']}")
-        seen = self.endpoint_error(output)
+        # With the gateway, its record alone says what the endpoint answered: the printed output is the agent's to forge.
+        seen = gateway_verdict(metered) if metered is not None else self.endpoint_error(f"{stdout}\n{stderr}")
         ended_badly = timed_out or code != 0
-        outage = seen == "outage" or bool(metered and metered.get("errors_5xx") and ended_badly)
         last = last_output(stdout, stderr)
         if seen == "auth":
             return AgentAuthenticationError(f"{self.name}: the model endpoint rejected the API key (HTTP 401/403); "
@@ -236,7 +249,7 @@ class InstalledAgent:
             return BadRequestError(f"{self.name}: the model endpoint refused a request (HTTP 400/422); last output: {last}")
         if seen == "rate_limit" and ended_badly:
             return ApiRateLimitError(f"{self.name}: the model endpoint kept rate-limiting (HTTP 429); last output: {last}")
-        if outage and ended_badly:
+        if seen == "outage" and ended_badly:  # the last call's status: a transient 5xx the CLI got past is no outage
             return ApiInternalServerError(f"{self.name}: the model endpoint kept failing (5xx or unreachable); "
                                           f"last output: {last}")
         if timed_out:
@@ -281,17 +294,38 @@ def json_events(stdout: str) -> list[dict[str, Any]]:
     return events
 
 
-def status_verdict(pattern: re.Pattern[str], output: str) -> str | None:
-    """What the last HTTP status the CLI reported (pattern's group 1) says: "auth", "not_found", "bad_request",
-    "rate_limit", "outage", else None."""
-    statuses = [int(s) for s in pattern.findall(output)]
-    if not statuses:
-        return None
-    last = statuses[-1]
-    if last in (401, 403):
+def verdict_of_status(status: int) -> str | None:
+    """What one HTTP status says: "auth", "not_found", "bad_request", "rate_limit", "outage", else None."""
+    if status in (401, 403):
         return "auth"
     return {404: "not_found", 400: "bad_request", 422: "bad_request", 429: "rate_limit"}.get(
-        last, "outage" if last >= 500 else None)
+        status, "outage" if status >= 500 else None)
+
+
+def status_verdict(pattern: re.Pattern[str], output: str) -> str | None:
+    """No gateway only: what the last HTTP status the CLI printed (pattern's group 1) says (verdict_of_status)."""
+    statuses = [int(s) for s in pattern.findall(output)]
+    return verdict_of_status(statuses[-1]) if statuses else None
+
+
+# The classes whose status the agent could provoke itself once its tools run (a request of its own with its token:
+# a malformed body, a bad header), and which would take the attempt out of the rate's base.
+ONLY_BEFORE_ANY_ANSWER = ("auth", "not_found", "bad_request")
+
+
+def gateway_verdict(metered: dict[str, Any]) -> str | None:
+    """What the gateway's record of this trial's calls says the endpoint last answered (verdict_of_status's values).
+    The statuses are the ones the gateway itself answered with (the upstream's, or its own 502/504 when the upstream
+    broke off or timed out), never its policy refusals nor a spend cap's. A key refused, a model unknown or a request
+    refused count only when no call was answered: a tool of the agent (which runs only after an answer) can send a
+    malformed request through the gateway, and such an attempt is the agent's, graded like any other exit."""
+    statuses = [int(s) for s in metered.get("statuses") or ()]
+    if not statuses:
+        return None
+    seen = verdict_of_status(statuses[-1])
+    if seen in ONLY_BEFORE_ANY_ANSWER and any(200 <= s < 300 for s in statuses):
+        return None
+    return seen
 
 
 def last_output(stdout: str, stderr: str) -> str:

@@ -163,7 +163,8 @@ def modal_bill(start: float, end: float, app_names: list[str], tags: dict[str, s
         raise UserError(f"--bill modal: Modal rejected the credentials ({exc}); {CREDENTIALS_HINT}") from None
     except (modal.exception.Error, OSError) as exc:
         raise UserError(f"--bill modal: cannot get the billing report ({exc}); check the network and credentials") from None
-    kept = [item for item in items if item["description"] in app_names
+    # An app by its name, or by its id (what a run that named its endpoint, modal:NAME, records as pricing.modal_app).
+    kept = [item for item in items if item["description"] in app_names or item["object_id"] in app_names
             or (tags and all(item["tags"].get(k) == v for k, v in tags.items()))]
     rows = [{"object_id": i["object_id"], "description": i["description"], "interval_start": utc(i["interval_start"]).isoformat(),
              "cost": str(i["cost"]), "tags": dict(i["tags"])} for i in kept]

@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from agentcompass.report.costs import Costs, EndpointPricing, Group, assign
+from agentcompass.report.flags import add_flag_figures, add_trial_flags
 from agentcompass.report.load import Setup
+from agentcompass.report.regraded import regrade_pairs
+from agentcompass.report.reliability import add_reliability
 from agentcompass.report.stats import METHOD, analyse
 from agentcompass.report.tables import (PAIR_COLUMNS, SETUP_COLUMNS, TASK_COLUMNS, TRIAL_COLUMNS, add_setup_figures,
                                         cost_outside, difficulty_rows, money, pair_rows, setup_rows, task_rows,
                                         task_tallies, trial_rows)
 from agentcompass.core.results import now_iso, write_atomic
-from agentcompass.core.scoring import incomplete_note
+from agentcompass.core.scoring import incomplete_note, rate
 
 CSV_FILES = ("summary.csv", "per_trial.csv", "per_task.csv", "task_difficulty.csv", "paired_differences.csv")
 
@@ -58,6 +61,10 @@ def build(setups: list[Setup], pricing: Pricing) -> dict[str, Any]:
     tallies = {s.name: task_tallies(s, costs) for s in setups}
     analysis = analyse(tallies, {row["setup"]: cost_outside(row, tallies[row["setup"]]) for row in rows})
     add_setup_figures(rows, setups, costs, analysis["setups"])
+    add_reliability(rows)
+    add_flag_figures(rows, setups)
+    trials = trial_rows(setups, costs)
+    add_trial_flags(trials, setups)
     return {
         "generated_at": now_iso(),
         "banners": banners(rows),
@@ -65,10 +72,11 @@ def build(setups: list[Setup], pricing: Pricing) -> dict[str, Any]:
         "pricing": pricing_record(costs),
         "statistics": {**METHOD, "pairs": analysis["pairs"]},
         "setups": rows,
-        "trials": trial_rows(setups, costs),
+        "trials": trials,
         "tasks": task_rows(setups, tallies),
         "task_difficulty": difficulty_rows(setups),
         "billing": billing(costs),
+        "regrades": regrade_pairs(setups),
     }
 
 
@@ -88,6 +96,10 @@ def banners(rows: list[dict[str, Any]]) -> list[str]:
         if row.get("tampered"):
             lines.append(f"{row['setup']}: {row['tampered']} attempt(s) failed for evidence that the agent attacked its "
                          f"verdict or the count (details.tampered); they stay in the rates' base")
+        if row.get("passed_flagged"):
+            lines.append(f"{row['setup']}: {row['passed_flagged']} passing attempt(s) flagged by agentcompass analyze; "
+                         f"with them scored as failures pass@1 is {rate(row['pass_at_1_flagged_as_failed'])} and "
+                         f"{row['solved_tasks_not_flagged']} task(s) are solved (per_trial.csv names the flags)")
     return lines
 
 

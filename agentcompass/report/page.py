@@ -6,9 +6,12 @@ where money and time went, paired differences, the task x setup grid and the bil
 from __future__ import annotations
 
 from html import escape
+from pathlib import Path
 from typing import Any
 
+from agentcompass.report.bill import seconds
 from agentcompass.report.charts import chart_html, coinciding, pareto, plotted
+from agentcompass.report.flags import flagged_banner
 from agentcompass.report.page_tables import (bill_table, costs_table, hours, moment, pairs_table, points, setups_table,
                                              signed_usd, task_grid, usd)
 
@@ -27,7 +30,15 @@ table.grid,table.pairs,table.bill{width:auto}h3{font-size:16px;margin:14px 0 4px
 .banner{border-radius:6px;padding:10px 14px;margin:8px 0;font-size:14px}
 .banner.incomplete{background:#fff4e5;border:1px solid #f0a040}.banner.uncovered{background:#fde8e8;border:1px solid #d05050}
 .banner.estimate{background:#eef4fb;border:1px solid #8fb2d9}
-.scroll{overflow-x:auto}"""
+.scroll{overflow-x:auto}.runs{color:#444;font-size:14px;margin:0 0 10px}
+/* Narrow windows (a phone, a docs column, 800 px): the wide tables become one card per setup, label beside each
+   figure, so no column is hidden and the page never scrolls sideways. */
+@media (max-width:1000px){body{margin:12px}
+table.cards,table.cards tbody,table.cards tr,table.cards td{display:block;width:auto}table.cards thead{display:none}
+table.cards tr{border:1px solid #d6d6d6;border-radius:6px;margin:0 0 10px;padding:4px 0}
+table.cards td{border:0;border-bottom:1px solid #eee;display:flex;justify-content:space-between;gap:12px;text-align:right}
+table.cards td::before{content:attr(data-label);text-align:left;color:#555;font-weight:600}
+table.cards td.name{background:#f3f4f6}table.cards .ci{display:inline;margin-left:6px}}"""
 
 
 def order(setups: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -73,6 +84,9 @@ def banners(report: dict[str, Any]) -> list[str]:
     if report["pricing"].get("estimate") and any("hourly split" in (s["cost_basis"] or "") for s in report["setups"]):
         out.append('<div class="banner estimate" id="banner-estimate">Self-hosted costs are <b>estimates</b> from an '
                    "hourly rate, not a bill: pass <code>--bill</code> for the real figure.</div>")
+    flagged = flagged_banner(report["setups"])
+    if flagged:
+        out.append(flagged)
     return out
 
 
@@ -136,6 +150,7 @@ BILL_FACTS = (  # (field, what it is, how shown): each shown when the bill step 
     ("window_s", "jobs' active window", "hours"),
     ("covered_s", "covered by the run's jobs", "hours"),
     ("uncovered_s", "generation outside the bill", "hours"),
+    ("effective_hourly_usd", "effective $/h (billed / covered hours)", "usd"),
 )
 
 
@@ -182,6 +197,28 @@ def viewer_links(setups: list[dict[str, Any]], viewer: dict[str, str]) -> str:
     return f'<p class="note" id="viewer-links">Trajectories in agentcompass view: {", ".join(links)}</p>' if links else ""
 
 
+def day(value: Any) -> str:
+    return moment(value)[:10] if value else "?"
+
+
+def runs_line(report: dict[str, Any]) -> tuple[str, str]:
+    """(title, header line): which runs of which benchmarks, and the dates they ran, so a published page says
+    what it is about without its CSVs."""
+    setups = report["setups"]
+    runs = [Path(p).name for p in report["inputs"]]
+    benchmarks = sorted({str(s.get("benchmark")) for s in setups if s.get("benchmark")})
+    starts = [s["first_started_at"] for s in setups if s.get("first_started_at")]
+    ends = [s["last_finished_at"] for s in setups if s.get("last_finished_at")]
+    first = day(min(starts, key=seconds)) if starts else "?"
+    last = day(max(ends, key=seconds)) if ends else "?"
+    dates = first if first == last else f"{first} – {last}"
+    what = ", ".join(benchmarks) or "benchmark unknown"
+    title = f"{what}: {len(setups)} setup(s), {dates}"
+    line = (f"Benchmark: <b>{escape(what)}</b> · runs: {escape(', '.join(runs))} · ran {escape(dates)} (UTC) · "
+            "<b>pass@1</b>: share of attempts that passed; <b>pass@k</b>: share of tasks solved in k attempts")
+    return title, line
+
+
 def render(report: dict[str, Any], viewer: dict[str, str] | None = None) -> str:
     """The page; `viewer`: setup -> its grid in a running viewer, linked under the heading."""
     setups = order(report["setups"])
@@ -196,10 +233,13 @@ def render(report: dict[str, Any], viewer: dict[str, str] | None = None) -> str:
         missing += (f'<p class="note">On one spot (drawn as rings, largest first): '
                     f'{escape(", ".join(s["label"] for s in group))}.</p>')
     pairs = stats["pairs"]
+    title, runs = runs_line(report)
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>agentcompass report</title><style>{STYLE}</style></head>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{escape(title)} · agentcompass report</title><style>{STYLE}</style></head>
 <body>
 <h1>Which setup solves the most per dollar?</h1>
+<p class="runs" id="runs">{runs}</p>
 {viewer_links(setups, viewer or {})}
 {''.join(banners(report))}
 {answer(setups, report["statistics"]["pairs"])}

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
-from html import escape
+from html import escape, unescape
 from typing import Any, Iterable
 
 from agentcompass.report.charts import pareto
@@ -71,34 +72,54 @@ def no_ratio(row: dict[str, Any], value: Any, denominator: str, why: str) -> str
 
 
 def setups_table(setups: list[dict[str, Any]]) -> str:
-    """Cost first: what a solved task costs, then how much was solved, then what it took."""
+    """Cost first: what a solved task costs, then how much was solved (pass@k, pass@1, as the cost benchmark names
+    them), then what it took and how busy the endpoint was."""
     front = {s["setup"] for s in pareto(setups)}
+    head = ["setup (model · tier · harness)", "$ per solved task<br><small>95 % interval</small>", "total cost",
+            "$ per attempt", "$ per passing run", "solved", "pass@k<br><small>tasks solved · 95 % interval</small>",
+            "pass@1<br><small>attempts passed · 95 % interval</small>", "attempts", "errors",
+            "concurrency<br><small>peak / average</small>", "tokens per solved<br><small>in / out</small>", "cost basis"]
     rows = []
     for s in setups:
         key = f"setup:{s['setup']}:"
         per_solved = no_ratio(s, s["cost_per_solved_usd"], "solved_tasks", "n/a: none solved") or usd(s["cost_per_solved_usd"])
         per_attempt = no_ratio(s, s["avg_cost_per_attempt_usd"], "attempts", "n/a") or usd(s["avg_cost_per_attempt_usd"])
+        per_pass = (no_ratio(s, s["cost_per_passing_attempt_usd"], "passed", "n/a: none passed")
+                    or usd(s["cost_per_passing_attempt_usd"]))
         star = ' <span class="front" title="on the Pareto front">★</span>' if s["setup"] in front else ""
-        rows.append("<tr>" + "".join([
+        average = s.get("avg_concurrency")
+        rows.append(card_row(head, [
             f'<td class="name" title="{escape(s["setup"])}">{escape(s["label"])}{star}</td>',
             figure(key + "cost_per_solved_usd", per_solved,
                    span(s["cost_per_solved_low_usd"], s["cost_per_solved_high_usd"], usd),
                    "unknown" if per_solved == "unknown" else "money"),
             figure(key + "total_cost_usd", usd(s["total_cost_usd"]), cls="unknown" if s["total_cost_usd"] is None else ""),
             figure(key + "avg_cost_per_attempt_usd", per_attempt, cls="unknown" if per_attempt == "unknown" else ""),
+            figure(key + "cost_per_passing_attempt_usd", per_pass, cls="unknown" if per_pass == "unknown" else ""),
             figure(key + "solved_tasks", f"{s['solved_tasks']} / {s['tasks']}"),
             figure(key + "solved_rate", percent(s["solved_rate"]), span(s["solved_rate_low"], s["solved_rate_high"], percent)),
             figure(key + "pass_at_1", percent(s["pass_at_1"]), span(s["pass_at_1_low"], s["pass_at_1_high"], percent)),
             figure(key + "attempts", f"{s['attempts']} (k={s['k']})"),
             figure(key + "errors", str(s["errors"]), cls="warn" if s["errors"] else ""),
+            figure(key + "concurrency", f"{s.get('peak_concurrency') or 0} / {'-' if average is None else f'{average:.1f}'}"),
             figure(key + "tokens_per_solved", f"{count(s['tokens_in_per_solved'])} / {count(s['tokens_out_per_solved'])}"),
             f'<td class="basis">{escape(s["cost_basis"] or "-")}</td>',
-        ]) + "</tr>")
-    head = ["setup (model · tier · harness)", "$ per solved task<br><small>95 % interval</small>", "total cost",
-            "$ per attempt", "solved", "solved rate<br><small>95 % interval</small>",
-            "pass@1<br><small>95 % interval</small>", "attempts", "errors", "tokens per solved<br><small>in / out</small>",
-            "cost basis"]
-    return html_table("table-setups", head, rows, "setups")
+        ]))
+    return html_table("table-setups", head, rows, "setups cards")
+
+
+def card_row(head: list[str], cells: list[str]) -> str:
+    """A table row whose cells carry their column's name (data-label), which a narrow window shows beside each
+    figure when the table turns into cards (page.STYLE)."""
+    assert len(head) == len(cells), "one header per cell"
+    labelled = [f'<td data-label="{escape(plain(name))}"{cell[3:]}' for name, cell in zip(head, cells)]
+    return "<tr>" + "".join(labelled) + "</tr>"
+
+
+def plain(header: str) -> str:
+    """A header's text without its markup: "pass@1<br><small>a · b</small>" -> "pass@1 (a · b)"."""
+    text = re.sub(r"<br><small>(.*?)</small>", r" (\1)", header)
+    return unescape(re.sub(r"<[^>]+>", "", text))
 
 
 def share(part: Any, whole: Any) -> str:
@@ -126,13 +147,13 @@ def costs_table(setups: list[dict[str, Any]]) -> str:
                   figure(key + "generation_of_session", share(s["generation_s"], s["session_s"])),
                   figure(key + "steps", f"{s['steps']:,}"), figure(key + "tokens_in", count(s["tokens_in"])),
                   figure(key + "tokens_out", count(s["tokens_out"])), figure(key + "tokens_cached", count(s["tokens_cached"]))]
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+        rows.append(cells)
     head = ["setup", "cost<br><small>split by concurrency</small>", "cost alone<br><small>on the endpoint</small>",
             "split / alone", *(["of which retried tries"] if retries else []),
             *(["harness's own figure<br><small>and its gap when over 1 %</small>"] if reported else []),
             "generation<br><small>in model calls</small>",
             "agent session", "generation / session", "model calls", "tokens in", "tokens out", "tokens cached"]
-    return html_table("table-costs", head, rows)
+    return html_table("table-costs", head, [card_row(head, cells) for cells in rows], "cards")
 
 
 def pairs_table(pairs: list[dict[str, Any]], labels: dict[str, str]) -> str:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from agentcompass.report.bill import seconds
+from agentcompass.report.concurrency import concurrency
 from agentcompass.report.costs import Costs
+from agentcompass.report.flags import SETUP_FLAG_COLUMNS, TRIAL_FLAG_COLUMNS
 from agentcompass.report.load import Setup, Trial
 from agentcompass.report.split import MICRO
 from agentcompass.report.stats import TaskTally
@@ -23,11 +26,17 @@ SETUP_COLUMNS = [
     "retry_cost_usd", "interrupted_attempts", "reported_cost_usd", "cost_difference_pct",
     # added by issue 36 (the count cannot be gamed): attempts failed for evidence the agent attacked the verdict or count
     "tampered",
+    # added by issue 41 (a page to publish): when the setup ran, and how many of its attempts ran at once
+    "first_started_at", "last_finished_at", "peak_concurrency", "avg_concurrency",
+    # added by issue 42: pass^k (all k attempts pass) beside pass@k, both with their intervals (report/reliability.py)
+    "pass_hat_k", "pass_hat_k_low", "pass_hat_k_high", "pass_at_k_low", "pass_at_k_high",
+    # added by issue 38 (empty for a setup `agentcompass analyze` never read): flagged attempts, rates with them failed
+    *SETUP_FLAG_COLUMNS,
 ]
 # The scoring module's figures a setup row takes as they are (incomplete_by_category: report.json only).
 SUMMARY_FIELDS = ("passed", "failed", "errors", "incomplete", "incomplete_by_category", "not_run", "complete",
                   "scoring_rule", "tampering", "tampered", "pass_at_1", "pass_at_1_tasks", "pass_at_k", "pass_at_k_tasks",
-                  "solved_tasks", "solved_rate")
+                  "solved_tasks", "solved_rate", "pass_hat_k")
 TASK_COLUMNS = ["task_id", "setup", "attempts", "graded", "passed", "cost_usd"]
 PAIR_COLUMNS = ["a", "b", "tasks", *[f"{figure}_{part}" for figure in ("pass_at_1", "solved_rate", "cost_per_solved_usd")
                                      for part in ("diff", "low", "high", "differs")]]
@@ -36,6 +45,7 @@ TRIAL_COLUMNS = [
     "steps", "tokens_in", "tokens_out", "tokens_cached", "orchestration_s", "session_s", "generation_s",
     "started_at", "finished_at",
     "retries", "retry_cost_usd", "reported_cost_usd", "cost_difference_pct",
+    *TRIAL_FLAG_COLUMNS,  # issue 38: the attempt's analysis flags and failure mode
 ]
 DIFFERENCE_SHOWN = Decimal("0.01")  # the harness's own cost is set beside ours when they differ by more
 
@@ -196,7 +206,17 @@ def add_setup_figures(rows: list[dict[str, Any]], setups: list[Setup], costs: Co
             **{f"{figure}_{end}": bounds[figure][end] for figure in ("pass_at_1", "solved_rate") for end in ("low", "high")},
             "cost_per_solved_low_usd": bounds["cost_per_solved_usd"]["low"],
             "cost_per_solved_high_usd": bounds["cost_per_solved_usd"]["high"],
+            **run_window(setup),
         })
+
+
+def run_window(setup: Setup) -> dict[str, Any]:
+    """When the setup's attempts ran (first start, last end, as recorded) and how many ran at once."""
+    results = [t.result for t in setup.trials]
+    peak, average = concurrency((seconds(r.started_at), seconds(r.finished_at)) for r in results)
+    return {"first_started_at": min((r.started_at for r in results), key=seconds, default=None),
+            "last_finished_at": max((r.finished_at for r in results), key=seconds, default=None),
+            "peak_concurrency": peak, "avg_concurrency": average}
 
 
 def difficulty_rows(setups: list[Setup]) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ CSV_KEYS = {"summary.csv": ("setup",), "per_trial.csv": ("setup", "task_id", "at
             "per_task.csv": ("task_id", "setup"), "paired_differences.csv": ("a", "b")}
 SUMMARY_FIELDS = ("tasks", "passed", "failed", "errors", "incomplete", "not_run", "complete", "scoring_rule", "pass_at_1",
                   "pass_at_1_tasks", "pass_at_k", "pass_at_k_tasks", "solved_tasks", "solved_rate", "tokens_in", "tokens_out",
-                  "tokens_cached")
+                  "tokens_cached", "pass_hat_k")
 BRIEF_CHARS = 60  # a value longer than this is cut in a mismatch line
 TIME_SLACK_S = 0.01  # timings are rounded to 0.1 ms, call times to 1 µs
 

@@ -27,9 +27,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from agentcompass.core.safe_files import contained
+from agentcompass.report.regraded import pair_of_run
 from agentcompass.view.catalog import Catalog, RunRef, labels_of, read_json, run_status
 from agentcompass.view.index import Indexes
-from agentcompass.view.pages import attempt_page, compare_context, solved_table, sweep_settings
+from agentcompass.view.pages import attempt_page, with_analysis, compare_context, solved_table, sweep_settings
 from agentcompass.view.redact import redact
 from agentcompass.view.scores import headline
 
@@ -90,11 +91,13 @@ def make_app(roots: list[Path], token: str | None = None, allowed_hosts: list[st
 
     async def run_page(request: Request) -> Response:
         run = run_of(request)
-        return templates.TemplateResponse(request, "run.html", {"run": run_summary(catalog, indexes, run)})
+        return templates.TemplateResponse(request, "run.html", {"run": run_summary(catalog, indexes, run),
+                                                                "regrade": pair_of_run(run.path)})
 
     async def rows_api(request: Request) -> Response:
         run = run_of(request)
-        return JSONResponse({"summary": run_summary(catalog, indexes, run), "rows": indexes.rows(run.path)})
+        rows = with_analysis(indexes.rows(run.path), run.path)
+        return JSONResponse({"summary": run_summary(catalog, indexes, run), "rows": rows})
 
     async def attempt(request: Request) -> Response:
         run = run_of(request)

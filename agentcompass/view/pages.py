@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from agentcompass.analyze.rescore import failure_name, flag_names, read_analysis
 from agentcompass.core.safe_files import contained
 from agentcompass.view.catalog import Catalog, RunRef, labels_of, read_json
 from agentcompass.view.index import Indexes
@@ -115,9 +116,33 @@ def attempt_page(run: RunRef, directory: Path, task: str, number: int) -> dict[s
         "details": redact(json.dumps(details, indent=1, default=str)) if details else "",
         "tampered": bool(details.get("tampering") or details.get("tampered") or details.get("verifier_paths_touched")),
         "tampered_evidence": [redact(str(e)) for e in details.get("tampered") or []],
+        "analysis": analysis_of(run.path, task, number),
         "agent_log": read_text(directory, "agent.log", 50_000),
         "files": files, "timings": trial.get("timings") or {}, "usage": trial.get("usage") or {},
     }
+
+
+def analysis_of(run_dir: Path, task: str, number: int) -> dict[str, Any] | None:
+    """The attempt's line of analysis.jsonl (`agentcompass analyze`), its evidence redacted; None: not analysed."""
+    row = read_analysis(run_dir).get((task, number))
+    if row is None:
+        return None
+    flags = [{k: redact(str(v)) for k, v in f.items()} for f in row.get("flags") or [] if isinstance(f, dict)]
+    mode = row.get("failure_mode") if isinstance(row.get("failure_mode"), dict) else None
+    return {"flags": flags, "failure_mode": None if mode is None else {k: redact(str(v)) for k, v in mode.items()}}
+
+
+def with_analysis(rows: list[dict[str, Any]], run_dir: Path) -> list[dict[str, Any]]:
+    """The grid's rows with each attempt's flags and failure mode, where the run was analysed (copies: the index's
+    rows are cached as trials.jsonl gives them, and analysis.jsonl is rewritten whenever analyze runs again)."""
+    analysis = read_analysis(run_dir)
+    if not analysis:
+        return rows
+    out = []
+    for row in rows:
+        found = analysis.get((row["task"], row["attempt"]))
+        out.append({**row, "flags": flag_names(found), "failure_mode": failure_name(found)} if found else row)
+    return out
 
 
 def setup_label(run: RunRef) -> str:

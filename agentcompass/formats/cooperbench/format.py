@@ -65,6 +65,8 @@ class CooperbenchParams(SelectionParams):
 
 class CooperbenchFormat:
     Params = CooperbenchParams
+    # Files of the attempt's folder its grade reads (coop: the second agent's patch): a regrade copies them over.
+    kept_files = (AGENTS_FILE,)
 
     def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe

@@ -21,6 +21,7 @@ from agentcompass.core.errors import TrialError, UserError, VerifierError
 from agentcompass.core.schema import Recipe
 from agentcompass.core.task import AgentOutcome, Grade, Task, Usage
 from agentcompass.formats.base import SelectionParams, run_solution, select_tasks
+from agentcompass.formats.git_history import scrub_future_history
 from agentcompass.formats.harbor.collect import ARTIFACTS_DIR, collect_all
 from agentcompass.formats.harbor.dataset import manifest_task_dirs
 from agentcompass.formats.harbor.phases import as_user, await_healthy, enter_phase, open_logs, seed_workdir
@@ -40,6 +41,9 @@ class HarborParams(SelectionParams):
     # "task": each task's own [verifier] environment_mode (Harbor's default); "separate": every task that allows
     # it is graded in a fresh sandbox that gets only /logs/artifacts and the declared artifacts (docs/security.md).
     verifier_mode: Literal["task", "separate"] = "task"
+    # true: the workdir's git history beyond HEAD is removed before the agent starts (formats/git_history.py), for
+    # datasets whose images ship the upstream repository's future (DeepSWE); Harbor itself leaves it.
+    scrub_git_history: bool = False
 
 
 class HarborFormat:
@@ -81,6 +85,8 @@ class HarborFormat:
         """Where no image was built, do what the Dockerfile does (seed the workdir, run setup); then wait
         for the healthcheck and put the sandbox on the agent's network."""
         seed_workdir(task, sandbox, trial)
+        if self.recipe.params.get("scrub_git_history"):
+            scrub_future_history(sandbox)
         open_logs(task, sandbox)
         await_healthy(task.data["healthcheck"], sandbox, trial)
         enter_phase(task, sandbox, "agent")

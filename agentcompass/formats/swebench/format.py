@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentcompass.core.errors import InfraError, UserError
 from agentcompass.formats.base import SelectionParams, recipe_limits, render_instruction, select_tasks, source_path
+from agentcompass.formats.git_history import scrub_future_history
 from agentcompass.formats.swebench.batch import BatchWork, batch_grade, batch_work
 from agentcompass.formats.swebench.constants import (
     APPLY_COMMANDS,
@@ -116,8 +117,17 @@ class SwebenchFormat:
 
     # -- trial phases --------------------------------------------------------------------
     def stage(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
+        """The checkout as the instance's image holds it, its history beyond HEAD removed before the agent starts
+        (as SWE-bench's newer images are built: formats/git_history.py), and the start recorded for the diff."""
+        self.checkout(task, sandbox)
+        self.mark_start(task, sandbox)  # first: it also lets git read a repository another user owns
+        scrub_future_history(sandbox, str(task.data.get("base_commit") or ""))
+
+    def checkout(self, task: Task, sandbox: "Sandbox") -> None:
         if task.seed_dir is not None and not getattr(sandbox, "has_task_image", False):
             sandbox.upload(task.seed_dir, task.workdir)
+
+    def mark_start(self, task: Task, sandbox: "Sandbox") -> None:
         result = sandbox.exec(f"git config --global --add safe.directory '*'; git update-ref {START_REF} HEAD",
                               timeout=GIT_TIMEOUT)
         if not result.ok:
@@ -195,8 +205,10 @@ class SwebenchFormat:
         return outcome.model_copy(update={"submission": self.extract_patch(task, sandbox)})
 
     def stage_grading(self, task: Task, sandbox: "Sandbox", trial: "TrialContext") -> None:
-        """The grading sandbox starts as the agent's did; grade applies the submission."""
-        self.stage(task, sandbox, trial)
+        """The grading sandbox starts from the instance's checkout (no agent runs here, so its history is left as
+        the image has it, as the official harness grades); grade applies the submission."""
+        self.checkout(task, sandbox)
+        self.mark_start(task, sandbox)
 
     def grade(self, task: Task, sandbox: "Sandbox", trial: "TrialContext", outcome: AgentOutcome) -> Grade:
         """Mode fresh: `sandbox` holds the starting state only and the submission is applied here;

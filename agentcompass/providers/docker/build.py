@@ -201,14 +201,17 @@ def build_once(cli: list[str], request: BuildRequest, log: IO[str], timeout_s: f
     return code, why, log.read()
 
 
-def build_legacy(api: Any, request: BuildRequest, log: IO[str], timeout_s: float) -> None:
-    """docker-py's build: the engine's legacy builder, for machines without a BuildKit-capable CLI."""
+def build_legacy(api: Any, request: BuildRequest, log: IO[str], timeout_s: float,
+                 archive: IO[bytes] | None = None) -> None:
+    """docker-py's build: the engine's legacy builder, for machines without a BuildKit-capable CLI.
+    `archive`: the build context as a tar made by the caller (request.dockerfile is then its name in it)."""
     import docker
 
     failed = f"task '{request.task}': docker build of its environment failed"
     deadline = time.monotonic() + timeout_s
+    context: dict[str, Any] = {"fileobj": archive, "custom_context": True} if archive else {"path": str(request.context)}
     try:
-        stream = api.build(path=str(request.context), dockerfile=request.dockerfile, buildargs=dict(request.args),
+        stream = api.build(**context, dockerfile=request.dockerfile, buildargs=dict(request.args),
                            tag=request.tag, rm=True, forcerm=True, decode=True, timeout=int(timeout_s))
         for event in stream:
             text = event.get("stream") or event.get("status") or ""

@@ -15,12 +15,13 @@ import stat
 from typing import Any
 
 
-def storage_dirs(inspected: dict[str, Any]) -> tuple[str, list[str]] | None:
-    """(upper dir, lower dirs) of an overlay2 container whose upper dir this process can read, else None."""
+def storage_dirs(inspected: dict[str, Any], driver_name: str = "overlay2") -> tuple[str, list[str]] | None:
+    """(upper dir, lower dirs) of an overlay container whose upper dir this process can read, else None.
+    `driver_name`: the engine's name for its overlay driver (docker's overlay2; podman calls it overlay)."""
     driver = inspected.get("GraphDriver") or {}
     data = driver.get("Data") or {}
     upper, lower = data.get("UpperDir"), data.get("LowerDir") or ""
-    if driver.get("Name") != "overlay2" or not upper:
+    if driver.get("Name") != driver_name or not upper:
         return None
     try:
         os.listdir(upper)

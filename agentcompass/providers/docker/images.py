@@ -12,7 +12,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable
 
 from agentcompass.core.errors import BuildFailed, InfraError, UserError
 from agentcompass.core.sandbox import ContainerSpec, SandboxSpec
@@ -77,7 +77,7 @@ class DockerImages:
         # Ask the registry about the first missing image: a wrong name or an unreachable registry
         # stops the run here; the pulls themselves happen in the trials, in parallel.
         try:
-            self.client.api.inspect_distribution(image)
+            self._probe_registry(image)
         except docker.errors.APIError as exc:
             if not self.settings.image and can_build(spec):  # as Harbor builds environment/Dockerfile instead
                 self.check_build_bases(spec)
@@ -97,14 +97,18 @@ class DockerImages:
             if base in self._bases_checked or base in self._fallbacks or self.has_image(base):
                 continue
             try:
-                self.client.api.inspect_distribution(base)
+                self._probe_registry(base)
             except docker.errors.APIError as exc:
-                raise UserError(f"task '{spec.name}' builds FROM '{base}', which is neither on this Docker engine nor "
+                raise UserError(f"task '{spec.name}' builds FROM '{base}', which is neither on this engine nor "
                                 f"in its registry ({one_line(getattr(exc, 'explanation', None) or exc)[:160]}); make it "
                                 "available, or choose another base with the recipe's build_args (the demo, offline: "
                                 "scripts/build-base-image.sh, then export AGENTCOMPASS_BASE_IMAGE=agentcompass/base:bookworm)"
                                 ) from exc
             self._bases_checked.add(base)
+
+    def _probe_registry(self, image: str) -> None:
+        """Ask the image's registry whether it has `image`, pulling nothing; the engine's APIError when not."""
+        self.client.api.inspect_distribution(image)
 
     # -- in a trial ----------------------------------------------------------------------
     def image_for(self, spec: SandboxSpec) -> tuple[str, bool]:
@@ -222,10 +226,13 @@ class DockerImages:
             log = open(build_log, "w+", encoding="utf-8", errors="replace") if build_log else tempfile.TemporaryFile("w+")
             with log:
                 log.write(f"building {tag} from {context}\n")
-                build_image(self.client.api, BuildRequest(context, dockerfile, args, tag, task), log,
-                            self.settings.buildkit, self.settings.build_timeout_s)
+                self._build_image(BuildRequest(context, dockerfile, args, tag, task), log)
             self._ready.add(tag)
             return tag
+
+    def _build_image(self, request: BuildRequest, log: IO[str]) -> None:
+        """One build, its output into `log` (build.py: BuildKit through the docker CLI, else the legacy builder)."""
+        build_image(self.client.api, request, log, self.settings.buildkit, self.settings.build_timeout_s)
 
     def _base_ids(self, dockerfile: Path, build_args: dict[str, str]) -> str:
         """The local image ids of the Dockerfile's FROM images (`missing` for one the build will pull)."""

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 # shell ignores SIGTERM and SIGINT (the kernel drops them for a namespace's init that set no handler), as the
 # official `sleep infinity` does; close() removes the container by force.
 KEEP_ALIVE = ["/bin/sh", "-c", "while :; do sleep 3600 & wait $!; done"]
+NETWORK_REMAKES = 3  # how often a start remakes the run network another job of the run removed meanwhile
 START_HINT = ("start the engine (`sudo systemctl start docker`, or run `sudo dockerd` in another terminal; "
               "on macOS/Windows open Docker Desktop) or point DOCKER_HOST at a running engine")
 
@@ -54,6 +55,10 @@ class DockerProvider:
     name = "docker"
 
     Settings = DockerSettings
+    # What a flavour of the engine (podman: providers/podman/) replaces: its sandboxes and its images.
+    sandbox_class: type[DockerSandbox] = DockerSandbox
+    compose_sandbox_class: type[ComposeSandbox] = ComposeSandbox
+    images_class: type[DockerImages] = DockerImages
 
     def __init__(self, keep: bool = False, **settings: Any) -> None:
         self.settings = self.Settings(**settings)
@@ -63,9 +68,9 @@ class DockerProvider:
         self._engine_gpus = False  # the engine has the nvidia runtime
         self._storage_lack: str | None = None  # why the engine cannot cap a container's disk (None: it can)
         self._lock = threading.Lock()
-        self.images = DockerImages(lambda: self.client, self.settings)
+        self.images = self.images_class(lambda: self.client, self.settings)
         self._owner = process_owner(uuid.uuid4().hex[:8])  # labels our containers, for the name-clash rule
-        self.run_network = RunNetwork(lambda: self.client.api)
+        self.run_network = RunNetwork(lambda: self.client.api, self._owner)
         self._entrypoints: dict[str, bool] = {}  # image -> it has an ENTRYPOINT (a run's images do not change under it)
 
     # -- engine --------------------------------------------------------------------------
@@ -76,17 +81,27 @@ class DockerProvider:
                 self._client = self._connect()
             return self._client
 
+    def _new_client(self) -> "docker.DockerClient":
+        """A client of the engine (not yet asked anything): DOCKER_HOST's, or the default socket."""
+        import docker
+
+        return docker.from_env(timeout=int(self.settings.api_timeout_s), max_pool_size=self.settings.max_connections)
+
+    def _unreachable(self, exc: Exception) -> str:
+        """The one line a user reads when the engine does not answer."""
+        return f"no Docker engine answers at {docker_host()} (DOCKER_HOST) ({one_line(exc)[:200]}); {START_HINT}"
+
     def _connect(self) -> "docker.DockerClient":
         import docker
 
         try:
-            client = docker.from_env(timeout=int(self.settings.api_timeout_s), max_pool_size=self.settings.max_connections)
+            client = self._new_client()
             info = client.info()
             self._engine_cpus = int(info.get("NCPU") or 0)
             self._engine_gpus = "nvidia" in (info.get("Runtimes") or {})
             self._storage_lack = storage_lack(info)
         except docker.errors.DockerException as exc:
-            raise UserError(f"no Docker engine answers at {docker_host()} (DOCKER_HOST) ({one_line(exc)[:200]}); {START_HINT}") from exc
+            raise UserError(self._unreachable(exc)) from exc
         return client
 
     # -- provider protocol ---------------------------------------------------------------
@@ -95,9 +110,9 @@ class DockerProvider:
         self.client  # connects: the engine answers, and its capabilities are known
         # A compose task's network is its services' too: cutting it between phases would cut them off.
         if spec.compose and "allowlist" in spec.network_modes:
-            raise refusal(spec, "docker", 'network_mode = "allowlist" with docker-compose services',
+            raise refusal(spec, self.name, 'network_mode = "allowlist" with docker-compose services',
                           "its egress proxy serves a trial's own container only")
-        common_refusals(spec, "docker", gpus=self._engine_gpus, switch_network=spec.compose is None, compose=True,
+        common_refusals(spec, self.name, gpus=self._engine_gpus, switch_network=spec.compose is None, compose=True,
                         allowlist=True)
         refuse_privileges(spec, self.settings)
         if uses_egress(spec):  # its proxy's image is built in the trial: its base must be to hand
@@ -105,8 +120,8 @@ class DockerProvider:
                                                                build_args={"BASE_IMAGE": self.settings.egress_base_image}))
         if spec.storage_mb and self._storage_lack:
             if self.settings.storage_limit == "required":
-                raise refusal(spec, "docker", f"[environment] storage_mb = {spec.storage_mb}", self._storage_lack)
-            uncapped_storage(spec, "docker", f"{self._storage_lack}; --env-params '{{\"storage_limit\": \"required\"}}' "
+                raise refusal(spec, self.name, f"[environment] storage_mb = {spec.storage_mb}", self._storage_lack)
+            uncapped_storage(spec, self.name, f"{self._storage_lack}; --env-params '{{\"storage_limit\": \"required\"}}' "
                                              "refuses such tasks instead")
         self.images.check(spec)
 
@@ -170,23 +185,38 @@ class DockerProvider:
         if not spec.workdir:  # the image's own WorkingDir, `/` when it sets none (as `docker run` does)
             spec = dataclasses.replace(spec, workdir=api.inspect_image(image)["Config"].get("WorkingDir") or "/")
         if spec.compose:
-            sandbox: DockerSandbox = ComposeSandbox(self.client, created["Id"], spec, settings, services, has_task_image=own)
+            sandbox: DockerSandbox = self.compose_sandbox_class(self.client, created["Id"], spec, settings, services, has_task_image=own)
         else:
-            sandbox = DockerSandbox(self.client, created["Id"], spec, settings, has_task_image=own, egress=egress)
+            sandbox = self.sandbox_class(self.client, created["Id"], spec, settings, has_task_image=own, egress=egress)
         sandbox.public_network = public or "none"
         try:
-            api.start(created["Id"])
+            self._start(created["Id"], spec, public)
             if not client and spec.image_entrypoint and self._has_entrypoint(image) \
                     and entrypoint_exited(api, sandbox.id, spec.name):
                 api.remove_container(sandbox.id, force=True, v=True)
                 sandbox.id = api.create_container(**{**create, "entrypoint": KEEP_ALIVE[:1], "command": KEEP_ALIVE[1:]})["Id"]
-                api.start(sandbox.id)
+                self._start(sandbox.id, spec, public)
         except docker.errors.APIError as exc:
             sandbox.close()
             raise InfraError(f"cannot start container {spec.name} from {image}: {one_line(exc.explanation or exc)}") from exc
         if switches and not spec.allow_internet:
             sandbox.set_network("no-network")
         return sandbox
+
+    def _start(self, container: str, spec: SandboxSpec, public: str | None) -> None:
+        """Start a created container. A container joins its network only when it starts, so another job of the run
+        that ended meanwhile with no container on the run's network removed it ("network ... not found"): the
+        network is made anew and the start tried again, as the create path does."""
+        import docker
+
+        for tries_left in range(NETWORK_REMAKES, -1, -1):
+            try:
+                self.client.api.start(container)
+                return
+            except docker.errors.APIError as exc:
+                if not (public and not self.settings.network and missing_network(exc)) or not tries_left:
+                    raise
+                self.public_network(spec, again=True)
 
     def _has_entrypoint(self, image: str) -> bool:
         if image not in self._entrypoints:
@@ -221,7 +251,7 @@ class DockerProvider:
             raise InfraError(f"container name {spec.name} is held by a live container "
                              f"(owner {labels.get(OWNER_LABEL)}); is another run using this run name? end it, or "
                              "remove its containers with "
-                             f"`agentcompass cleanup --env docker --run-name {spec.labels.get('run', 'NAME')}`")
+                             f"`agentcompass cleanup --env {self.name} --run-name {spec.labels.get('run', 'NAME')}`")
         self.client.api.remove_container(spec.name, force=True, v=True)
 
     def cleanup(self, run_name: str | None = None) -> int:

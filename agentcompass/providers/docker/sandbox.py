@@ -17,6 +17,7 @@ from agentcompass.core.errors import InfraError
 from agentcompass.core.sandbox import ExecResult, SandboxSpec, cap_output
 from agentcompass.providers.docker.changes import overlay_changes, storage_dirs
 from agentcompass.providers.docker.compose import remove_services, volume_names
+from agentcompass.providers.docker.kept import archive_listed, archive_upper, deletion_command, split_archive
 from agentcompass.providers.docker.egress import Egress
 from agentcompass.providers.docker.settings import DockerSettings
 from agentcompass.providers.remote import (EXEC_MARK, KILL_MARKED, RemoteSandbox, extract_renamed, one_line,
@@ -31,6 +32,10 @@ OOM_KILLS = ("cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_
 
 
 class DockerSandbox(RemoteSandbox):
+    # The engine's name for the overlay storage whose upper dir changes() walks (podman's is `overlay`); None: the
+    # engine's changes API only.
+    overlay_driver: str | None = "overlay2"
+
     def __init__(self, client: "docker.DockerClient", container_id: str, spec: SandboxSpec,
                  settings: DockerSettings, has_task_image: bool = True, egress: Egress | None = None) -> None:
         super().__init__(spec, settings, has_task_image)
@@ -146,7 +151,7 @@ class DockerSandbox(RemoteSandbox):
         import docker
 
         try:
-            dirs = storage_dirs(self.api.inspect_container(self.id))
+            dirs = storage_dirs(self.api.inspect_container(self.id), self.overlay_driver) if self.overlay_driver else None
             if dirs is not None:
                 return overlay_changes(*dirs)
             listed = self.api.diff(self.id) or []
@@ -154,6 +159,37 @@ class DockerSandbox(RemoteSandbox):
             raise self._failure(f"cannot list the changes in {self.spec.name}", exc) from exc
         kinds = {0: "C", 1: "A", 2: "D"}
         return [(kinds.get(entry.get("Kind"), "C"), entry["Path"]) for entry in listed]
+
+    def export_changes(self, dest: Path, cap_bytes: int) -> dict[str, int]:
+        """The container's changes since its image as a tar at `dest` (kept.py: deletions as whiteouts), read on
+        the host; kept.OverCap when they are larger than `cap_bytes`. Returns the archive's counts."""
+        import docker
+
+        try:
+            dirs = storage_dirs(self.api.inspect_container(self.id))
+            if dirs is not None:
+                return archive_upper(dirs[0], dest, cap_bytes)
+            kinds = {0: "C", 1: "A", 2: "D"}
+            listed = [(kinds.get(e.get("Kind"), "C"), e["Path"]) for e in self.api.diff(self.id) or []]
+            return archive_listed(listed, lambda path: self.api.get_archive(self.id, path)[0], dest, cap_bytes)
+        except docker.errors.APIError as exc:
+            raise self._failure(f"cannot archive the changes in {self.spec.name}", exc) from exc
+
+    def restore_changes(self, archive: Path) -> None:
+        """Put a kept state (export_changes' archive) into this fresh container: what it deletes first (as root),
+        then its files through the engine's archive API, which resolves every path inside the container."""
+        import docker
+
+        with tempfile.TemporaryFile() as spool:  # a real file: the engine's request streams it
+            deletions = split_archive(archive, spool)
+            if deletions:
+                result = self.exec(deletion_command(deletions), cwd="/", user="root", timeout=600)
+                if result.exit_code != 0:
+                    raise InfraError(f"cannot apply the kept deletions in {self.spec.name}: {result.stderr[-300:]}")
+            try:
+                self.api.put_archive(self.id, "/", spool)
+            except docker.errors.APIError as exc:
+                raise self._failure(f"cannot restore the kept state into {self.spec.name}", exc) from exc
 
     # -- files ---------------------------------------------------------------------------
     def upload(self, local: Path, remote: str) -> None:

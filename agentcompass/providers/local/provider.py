@@ -26,6 +26,7 @@ from typing import Literal
 
 from agentcompass.core.errors import InfraError, SandboxLost, UserError
 from agentcompass.providers.local import network
+from agentcompass.providers.local.kept import archive_workspace, restore_workspace
 from agentcompass.providers.local.binds import (capability_args, etc_binds, python_binds, system_binds,
                                                 visible_from_host)
 from agentcompass.providers.local.procs import REAPER, Command, Finished
@@ -377,6 +378,12 @@ class LocalSandbox:
         if not os.path.lexists(source):
             raise FileNotFoundError(remote)
         return copy_tree(source, local, remote, self.fs)
+
+    def export_changes(self, dest: Path, cap_bytes: int) -> dict[str, int]:  # the workspace is all the agent wrote
+        return archive_workspace(self.fs, dest, cap_bytes)
+
+    def restore_changes(self, archive: Path) -> None:  # kept.py: nothing restored through a link or out of fs/
+        restore_workspace(archive, self.fs)
 
     def close(self) -> None:
         """Kill what runs and remove the workspace. Removal repeats on every call: a trial

@@ -48,6 +48,12 @@ async function watchRuns() {
   setInterval(() => tick().catch(console.error), REFRESH_MS);
 }
 
+// What `agentcompass analyze` found (analysis.jsonl): the flags' detectors and the failure mode.
+function analysisText(row) {
+  const flags = (row.flags || []).length ? `<br><span class="flags">⚑ ${esc(row.flags.join(", "))}</span>` : "";
+  return flags + (row.failure_mode ? `<br><span class="muted failure-mode">${esc(row.failure_mode)}</span>` : "");
+}
+
 function cellClass(row) {
   return row.status === "error" ? `error ${row.category || ""}` : row.status;
 }
@@ -55,11 +61,11 @@ function cellClass(row) {
 async function watchRun(runId) {
   const table = document.getElementById("grid");
   const k = Number(table.dataset.k);
-  const filters = ["f-status", "f-category", "f-text"].map((id) => document.getElementById(id));
+  const filters = ["f-status", "f-category", "f-text", "f-flag"].map((id) => document.getElementById(id));
   let last = null;
   function render() {
     if (!last) return;
-    const [status, category, text] = filters.map((f) => f.value.trim().toLowerCase());
+    const [status, category, text, flag] = filters.map((f) => f.value.trim().toLowerCase());
     const byTask = new Map();
     for (const row of last.rows) {
       if (!byTask.has(row.task)) byTask.set(row.task, []);
@@ -71,7 +77,8 @@ async function watchRun(runId) {
     const keep = [...byTask.entries()].filter(([task, rows]) =>
       (!status || rows.some((r) => r.status === status)) &&
       (!category || rows.some((r) => r.category === category)) &&
-      (!text || task.toLowerCase().includes(text) || rows.some((r) => (r.message || "").toLowerCase().includes(text))));
+      (!text || task.toLowerCase().includes(text) || rows.some((r) => (r.message || "").toLowerCase().includes(text))) &&
+      (!flag || rows.some((r) => flag === "flagged" ? (r.flags || []).length > 0 : flag === "clean" ? r.flags && !r.flags.length : false)));
     keep.sort((a, b) => a[0].localeCompare(b[0]));
     table.querySelector("tbody").innerHTML = keep.map(([task, rows]) => {
       const cells = Array.from({length: attempts}, (_, i) => {
@@ -81,7 +88,7 @@ async function watchRun(runId) {
         const time = row.time !== null && row.time !== undefined ? row.time.toFixed(1) + " s" : "";
         return `<td class="cell ${esc(cellClass(row))}" data-task="${esc(task)}" data-attempt="${row.attempt}" data-status="${esc(row.status)}"
           title="${esc(row.message)}"><a href="/attempt?run=${q(runId)}&task=${q(task)}&n=${row.attempt}">${esc(row.status)}${row.category ? " (" + esc(row.category) + ")" : ""}</a>
-          <br>${esc(cost)}<br>${esc(time)}${row.tampered ? "<br>⚠ tampering" : ""}</td>`;
+          <br>${esc(cost)}<br>${esc(time)}${row.tampered ? "<br>⚠ tampering" : ""}${analysisText(row)}</td>`;
       }).join("");
       return `<tr><td>${esc(task)}</td>${cells}</tr>`;
     }).join("");
