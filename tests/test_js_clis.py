@@ -205,7 +205,7 @@ def test_copilot_clis_exits_map_onto_the_error_classes(printed, code, timed_out,
 
 # -- gemini_cli: what it prints, read back ---------------------------------------------------------------------------
 GEMINI_RESULT = ('{"type":"result","timestamp":"t","status":"success","stats":{"total_tokens":3564,"input_tokens":3411,'
-                 '"output_tokens":153,"cached":192,"input":3219,"duration_ms":5209,"tool_calls":2}}')
+                 '"output_tokens":103,"cached":192,"input":3219,"duration_ms":2062,"tool_calls":2}}')
 
 
 def gemini_failure(message: str) -> str:
@@ -214,6 +214,7 @@ def gemini_failure(message: str) -> str:
 
 
 def test_gemini_clis_usage_is_its_result_stats():
+    """Recorded from the real CLI on the scripted Gemini API: 50 thought tokens are in total_tokens, not output_tokens."""
     usage = harness_of("gemini_cli").read_usage(GEMINI_RESULT + "\n")
     assert (usage.tokens_in, usage.tokens_out, usage.tokens_cached) == (3411, 153, 192)
 
@@ -266,3 +267,20 @@ def test_each_js_cli_fixes_the_demo_task_on_docker(harness, tmp_path, cli_cache,
     trial, directory, watch = run_agent(tmp_path, cli_cache, harness, llm, *args, env="docker", preset="gpt-5")
     assert_solved(trial, directory, llm, harness, watch, preset="gpt-5")
     assert llm.successes[0].body.get("stream") is True
+
+
+@pytest.mark.slow
+def test_gemini_cli_fixes_the_demo_task_on_docker_through_the_gateways_gemini_api(tmp_path, cli_cache, base_image,
+                                                                                 monkeypatch):
+    """Gemini CLI with its bundled Node against the scripted server's Gemini API, through the run's gateway on
+    docker's default bridge: solved, the server's tokens and the litellm price of gemini-2.5-flash, no key anywhere."""
+    import test_installed_agents
+
+    monkeypatch.setattr(test_installed_agents, "base_url", lambda server, preset, host: f"http://{host}:{server.port}")
+    monkeypatch.setitem(test_installed_agents.PRICED_AS, "gemini-2.5-flash", "gemini/gemini-2.5-flash")
+    monkeypatch.setenv("GEMINI_API_KEY", API_KEY)  # the gateway's upstream key, from the environment as a user's is
+    llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.")
+    trial, directory, watch = run_agent(tmp_path, cli_cache, "gemini_cli", llm, "--env-params",
+                                        json.dumps({"memory_mb": 1536}), env="docker", preset="gemini-2.5-flash")
+    assert_solved(trial, directory, llm, "gemini_cli", watch, preset="gemini-2.5-flash")
+    assert {r.api for r in llm.requests} == {"gemini"}

@@ -3,11 +3,12 @@ an endpoint that serves the Gemini API (`generateContent` / `streamGenerateConte
 
 The endpoint is the Gemini API key auth: GEMINI_API_KEY and GOOGLE_GEMINI_BASE_URL (which the CLI's google-genai
 client honours) from the env file, so the key is in no file and on no command line. Through the gateway that is its
-Gemini route (`endpoint.gemini_base_url`); without one, the preset's own base_url. Every tool is allowed (`--yolo`);
+Gemini route (`endpoint.gemini_base_url`); without one, the preset's own base_url. Every tool is allowed (`--yolo`,
+and the task's workdir is trusted, GEMINI_CLI_TRUST_WORKSPACE, else headless runs refuse to start);
 telemetry, usage statistics and update checks are off in its settings.json, and it does not relaunch itself in a
 second Node for a bigger heap (GEMINI_CLI_NO_RELAUNCH: two Nodes outgrow a small task's memory limit).
-Usage without the gateway: the final `result` event's `stats` (input includes cached tokens), priced by the model's
-prices. Errors: the endpoint's HTTP status in the error it prints (`got status: 429`, `"code": 401`).
+Usage without the gateway: the final `result` event's `stats` (input includes cached tokens; output is total - input,
+thoughts included, as they are billed), priced by the model's prices. Errors: the endpoint's HTTP status in the error it prints (`got status: 429`, `"code": 401`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class GeminiCliHarness(NodeInstalledAgent):
 
     def cli_env(self, model: "ModelConfig", endpoint: Any) -> dict[str, str]:
         return {"GEMINI_API_KEY": endpoint.api_key, "GOOGLE_GEMINI_BASE_URL": gemini_base_url(model, endpoint),
-                "GEMINI_CLI_NO_RELAUNCH": "true", "NO_UPDATE_NOTIFIER": "1"}
+                "GEMINI_CLI_NO_RELAUNCH": "true", "GEMINI_CLI_TRUST_WORKSPACE": "true", "NO_UPDATE_NOTIFIER": "1"}
 
     def command(self, model: "ModelConfig", workdir: str) -> str:
         return (f"gemini --yolo --output-format stream-json --model {cli_model_name(model)} {self.extra_args} "
@@ -63,7 +64,10 @@ class GeminiCliHarness(NodeInstalledAgent):
         if not results:
             return Usage(cost_known=False)
         stats = results[-1].get("stats") or {}
-        return Usage(tokens_in=int(stats.get("input_tokens", 0)), tokens_out=int(stats.get("output_tokens", 0)),
+        tokens_in = int(stats.get("input_tokens", 0))
+        # its output_tokens leave out the thoughts, which are billed as output: total - input holds them
+        tokens_out = max(int(stats.get("output_tokens", 0)), int(stats.get("total_tokens", 0)) - tokens_in)
+        return Usage(tokens_in=tokens_in, tokens_out=tokens_out,
                      tokens_cached=int(stats.get("cached", 0)), cost_known=False)
 
     def endpoint_error(self, output: str) -> str | None:
