@@ -9,6 +9,7 @@ import os
 import subprocess
 import tarfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -284,3 +285,36 @@ def test_gemini_cli_fixes_the_demo_task_on_docker_through_the_gateways_gemini_ap
                                         json.dumps({"memory_mb": 1536}), env="docker", preset="gemini-2.5-flash")
     assert_solved(trial, directory, llm, "gemini_cli", watch, preset="gemini-2.5-flash")
     assert {r.api for r in llm.requests} == {"gemini"}
+
+
+# -- tiers: what a CLI can say of the tier itself (the gateway sets the tier's fields on every call in any case) ---
+def preset(name: str, **changes) -> "ModelConfig":
+    from agentcompass.core.schema import ModelConfig
+
+    return ModelConfig(**{**yaml.safe_load((REPO / f"conf/models/{name}.yaml").read_text()), **changes})
+
+
+@pytest.mark.parametrize("tier", ["low", "medium", "high"])
+def test_a_tiers_reasoning_effort_reaches_cline_and_kimi_code_themselves(tier):
+    model = preset("gpt-5", reasoning=tier)
+    assert f"--thinking {tier} " in harness_of("cline").command(model, "/app")
+    endpoint = SimpleNamespace(api_key="k", openai_base_url="http://gw/v1", anthropic_base_url="http://gw")
+    assert harness_of("kimi_code").cli_env(model, endpoint)["KIMI_MODEL_THINKING_EFFORT"] == tier
+
+
+def test_without_a_tier_cline_and_kimi_code_keep_their_own_default():
+    model = preset("gpt-5", reasoning=None)
+    endpoint = SimpleNamespace(api_key="k", openai_base_url="http://gw/v1", anthropic_base_url="http://gw")
+    assert "--thinking" not in harness_of("cline").command(model, "/app")
+    assert "KIMI_MODEL_THINKING_EFFORT" not in harness_of("kimi_code").cli_env(model, endpoint)
+
+
+@pytest.mark.parametrize("harness", ["qwen_code", "cline", "kimi_code", "copilot_cli", "gemini_cli"])
+def test_the_key_is_only_in_the_env_never_in_a_config_file_or_the_command(harness):
+    model = preset("gemini-2.5-flash" if harness == "gemini_cli" else "gpt-5")
+    endpoint = SimpleNamespace(api_key="sk-secret-js-1", openai_base_url="http://gw/v1", anthropic_base_url="http://gw",
+                               gemini_base_url="http://gw")
+    agent = harness_of(harness)
+    assert "sk-secret-js-1" in agent.cli_env(model, endpoint).values()
+    assert all("sk-secret-js-1" not in text for text in agent.config_files(model, endpoint).values())
+    assert "sk-secret-js-1" not in agent.command(model, "/app")
