@@ -33,7 +33,8 @@ UNAUTHORIZED = {"error": {"message": "Incorrect API key provided.", "type": "inv
 CONTEXT_TOO_LONG = {"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages "
                                          "resulted in 9001 tokens. Please reduce the length of the messages.",
                               "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
-SHELL_TOOLS = ("bash", "shell", "exec_command", "shell_command", "local_shell", "run_shell_command")  # compared case-insensitively
+SHELL_TOOLS = ("bash", "shell", "exec_command", "shell_command", "local_shell", "run_shell_command",
+               "run_commands")  # compared case-insensitively; the last: Cline's (Kimi Code's is Bash)
 CHAT, RESPONSES, MESSAGES = "chat", "responses", "messages"  # the three APIs, by route
 
 

@@ -43,6 +43,11 @@ BUILTINS: dict[str, dict[str, str]] = {
         "acp": "agentcompass.harnesses.acp:AcpHarness",
         "aider": "agentcompass.harnesses.aider:AiderHarness",
         "mistral_vibe": "agentcompass.harnesses.mistral_vibe:MistralVibeHarness",
+        "qwen_code": "agentcompass.harnesses.qwen_code:QwenCodeHarness",
+        "cline": "agentcompass.harnesses.cline:ClineHarness",
+        "kimi_code": "agentcompass.harnesses.kimi_code:KimiCodeHarness",
+        "copilot_cli": "agentcompass.harnesses.copilot_cli:CopilotCliHarness",
+        "gemini_cli": "agentcompass.harnesses.gemini_cli:GeminiCliHarness",
     },
     # What a run uses beyond its three implementations, found by name as they are, so that the core
     # imports no package above it (tests/test_architecture.py): the model gateway and the cost split.

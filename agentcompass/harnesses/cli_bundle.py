@@ -16,6 +16,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import structlog
 
@@ -34,8 +35,21 @@ def bundle_dir(package: str, version: str, cache_dir: Path | None = None) -> Pat
 
 def bundle(package: str, version: str, binary: str, command: str, cache_dir: Path | None = None) -> Path:
     """`agent.tar.gz` holding `bin/<command>`: the package's native binary, installed from npm once per
-    (package, version); a lock file lets concurrent runs share one install."""
-    root = bundle_dir(package, version, cache_dir)
+    (package, version)."""
+    def write(npm: str, work: Path, partial: Path) -> None:
+        found = npm_install(npm, package, version, binary, work)
+        with tarfile.open(partial, "w:gz", compresslevel=1) as tar:
+            tar.add(found, arcname=f"bin/{command}")
+
+    archive = build_once(package, version, bundle_dir(package, version, cache_dir), write)
+    log.info("CLI bundle ready", package=package, version=version, size_mb=round(archive.stat().st_size / 1e6, 1),
+             path=str(archive))
+    return archive
+
+
+def build_once(package: str, version: str, root: Path, write: Callable[[str, Path, Path], None]) -> Path:
+    """`root/agent.tar.gz`, made by `write(npm, work dir, partial archive)` unless it is there; a lock file lets
+    concurrent runs share one build, and a build cut short leaves no archive behind."""
     archive = root / BUNDLE
     if archive.is_file():
         return archive
@@ -50,23 +64,20 @@ def bundle(package: str, version: str, binary: str, command: str, cache_dir: Pat
                             f"install Node.js, or pass harness.cache_dir=DIR holding {root.name}/{BUNDLE}")
         work = Path(tempfile.mkdtemp(prefix="npm-", dir=root))
         try:
-            found = npm_install(npm, package, version, binary, work)
             partial = root / f"{BUNDLE}.partial"
-            with tarfile.open(partial, "w:gz", compresslevel=1) as tar:
-                tar.add(found, arcname=f"bin/{command}")
+            write(npm, work, partial)
             partial.rename(archive)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    log.info("CLI bundle ready", package=package, version=version, size_mb=round(archive.stat().st_size / 1e6, 1),
-             path=str(archive))
     return archive
 
 
-def npm_install(npm: str, package: str, version: str, binary: str, work: Path) -> Path:
-    """Install into `work` with a cache there too (its size is what has been downloaded); the binary's path."""
+def npm_install(npm: str, package: str, version: str, binary: str, work: Path, *options: str) -> Path:
+    """Install into `work` with a cache there too (its size is what has been downloaded); the binary's path.
+    `options`: more npm flags (the Node bundles pass --omit=dev)."""
     cache, prefix = work / "cache", work / "prefix"
     argv = [npm, "install", "--prefix", str(prefix), "--cache", str(cache), "--no-audit", "--no-fund",
-            "--loglevel=error", f"{package}@{version}"]
+            "--loglevel=error", *options, f"{package}@{version}"]
     code, detail = watched_install(argv, f"{package}@{version}", "npm", cache)
     found = prefix / "node_modules" / binary
     if code != 0 or not found.is_file():

@@ -1,8 +1,9 @@
 """What the installed CLI agents (opencode, claude_code, codex) share: install, configure, run, read back.
 
 Install: the CLI's npm package at the pinned `version` is installed once per (package, version) on the
-host, into the cache (agentcompass.harnesses.cli_bundle), only once the run's cheap checks have passed; every npm CLI here ships a native Linux binary as an
-optional dependency, so the sandbox needs no Node and no internet: the binary alone goes in, gzipped,
+host, into the cache (agentcompass.harnesses.cli_bundle), only once the run's cheap checks have passed; most npm CLIs here ship a native Linux binary as an
+optional dependency (the JavaScript ones bring their own Node instead: harnesses/node_bundle.py), so the sandbox needs
+no Node and no internet: the binary alone goes in, gzipped,
 through the sandbox's file API, and is unpacked under AGENT_DIR. Configure: the endpoint and key are
 written into the sandbox as the CLI's own config file and an env file (mode 600) that the command
 sources, so no command line shows the key; AGENT_DIR is removed after the run. Run: headless, in the
@@ -109,6 +110,7 @@ class InstalledAgent:
     command_name: str
     model_apis: tuple[str, ...]  # the model presets' `api` values the CLI can speak
     log_files: str = ""  # the CLI's own log files (a shell glob): kept in agent.log, read even when it was killed
+    reports_tokens = True  # False: the CLI prints no token counts, so without the gateway its cost stays unknown
 
     class Settings(Strict):
         version: str  # the npm package's version, pinned
@@ -188,7 +190,8 @@ class InstalledAgent:
                 gateway.release(endpoint)  # first, so a call still in flight (a killed CLI's) is in the totals
             metered = endpoint.usage()
             reported = self.read_usage(stdout)
-            usage = gateway_usage(metered, reported) if metered else priced(reported, model)
+            usage = (gateway_usage(metered, reported) if metered
+                     else priced(reported, model) if self.reports_tokens else reported)
             error = self.classify(result.exit_code, result.timed_out, stdout, stderr, limit, metered)
         finally:
             if gateway:
