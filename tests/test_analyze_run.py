@@ -36,10 +36,11 @@ def run_dir(tmp_path_factory) -> Path:
     with FakeLLMServer(llm) as server:
         done = run_cli("run", "demo", "mini_swe_agent", "glm-5.2", "--model-base-url", server.base_url,
                        "--model-api-key", "sk-test-analyze", "--results-dir", str(results), "--run-name", "net",
-                       "--benchmark-params", json.dumps({"sample_ids": [TASK]}),
+                       "--benchmark-params", json.dumps({"sample_ids": [TASK]}), "--analyze",
                        env={"MSWEA_GLOBAL_CONFIG_DIR": "", "OPENAI_API_KEY": ""})
     assert done.returncode == 0, done.stderr[-2000:]
     [found] = list((results / "net").glob("demo__*"))
+    assert "flags: network_forbidden=1" in done.stdout  # run --analyze: analyzed as the run ended
     return found
 
 
@@ -89,6 +90,19 @@ def test_the_report_shows_flags_per_attempt_and_the_rate_with_flagged_as_failed(
     assert (setup["pass_at_1_flagged_as_failed"], setup["solved_tasks_not_flagged"]) == ("0.0", "0")
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert any("flagged by agentcompass analyze" in line for line in report["banners"])
+    # The page's setups table: solved and solved-not-flagged side by side, and $ per solved task for both.
+    page = (tmp_path / "report" / "report.html").read_text()
+    name = setup["setup"]
+    assert f'data-figure="setup:{name}:solved_tasks"><span class="v">1 / 1' in page
+    assert f'data-figure="setup:{name}:solved_not_flagged"><span class="v">0 / 1' in page
+    assert f'data-figure="setup:{name}:cost_per_solved_not_flagged_usd"><span class="v">n/a: none solved' in page
+
+
+def test_run_analyze_with_a_judge_that_cannot_answer_is_refused_before_the_run(tmp_path):
+    done = run_cli("run", "demo", "nop", "none", "--analyze-judge", "openai/no-such-judge", "--results-dir",
+                   str(tmp_path / "results"), env={"OPENAI_API_KEY": ""})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no API key" in done.stderr, done.stderr
+    assert not (tmp_path / "results").exists()
 
 
 def test_a_setup_never_analysed_has_empty_flag_columns(run_dir, tmp_path):

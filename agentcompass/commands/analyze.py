@@ -94,3 +94,37 @@ def print_judge(summary: dict[str, Any]) -> None:
         print(f"  judge error: {error}")
     if judge.get("job_summary"):
         print(f"  job summary: {' '.join(judge['job_summary'].split())}")
+
+
+def after_run(run_args: argparse.Namespace) -> Any:
+    """`run --analyze [--analyze-judge MODEL]`: what runs when the run ends, `analyze` on its run directories with
+    the run's own --config and --config-dir. The judge's model is checked now (one line, exit 2, before any trial),
+    so a run is never paid for and then left unjudged."""
+    overlays = [arg for path in run_args.config for arg in ("--config", str(path))]
+    overlays += [arg for path in run_args.config_dir for arg in ("--config-dir", str(path))]
+    judged = ["--judge", run_args.analyze_judge] if run_args.analyze_judge else []
+    if judged:
+        make_judge(build_parser().parse_args(["analyze", ".", *judged, *overlays]))  # the model's 1-token check
+
+    def analyze_finished(run_dirs: list[Path]) -> None:
+        from agentcompass.analyze.analysis import check_finished
+        from agentcompass.core.errors import UserError
+
+        finished = []
+        for run_dir in run_dirs:
+            try:
+                check_finished(run_dir)
+                finished.append(str(run_dir))
+            except UserError as exc:  # a run stopped early: said, the others analyzed
+                print(f"analyze: {exc}")
+        if finished:  # the judge's model was checked before the run: not again
+            checked = [*judged, "--no-model-check"] if judged else []
+            handle(build_parser().parse_args(["analyze", *finished, *checked, *overlays]), [])
+    return analyze_finished
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """This command's own parser (not the CLI's, which imports this module), for `run --analyze`'s arguments."""
+    parser = argparse.ArgumentParser(prog="agentcompass")
+    register(parser.add_subparsers(dest="command"))
+    return parser

@@ -49,6 +49,10 @@ def build_parser() -> Parser:
     run = sub.add_parser("run", help="run a benchmark with a harness and a model", epilog=RUN_EXAMPLES,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     add_selection_args(run)
+    run.add_argument("--analyze", action="store_true",
+                     help="when the run ends, analyze it as `agentcompass analyze` does (flags, failure modes)")
+    run.add_argument("--analyze-judge", metavar="MODEL",
+                     help="... and have MODEL judge every attempt (implies --analyze; checked before the run starts)")
     lst = sub.add_parser("list", help="list benchmarks, harnesses, models and envs; or a benchmark's task ids",
                          epilog=LIST_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     lst.add_argument("group", nargs="?", choices=["benchmarks", "harnesses", "models", "envs", "tasks"],
@@ -101,7 +105,12 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     invocation = build_invocation(args, names, extra)
     from agentcompass.core.launch import launch
 
-    return launch(invocation, multirun=args.multirun, argv=argv)
+    after = None
+    if args.analyze or args.analyze_judge:
+        from agentcompass.commands.analyze import after_run
+
+        after = after_run(args)  # a judge that cannot answer is refused here, before any trial
+    return launch(invocation, multirun=args.multirun, argv=argv, after=after)
 
 
 def cmd_config(args: argparse.Namespace, argv: list[str]) -> int:

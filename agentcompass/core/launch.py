@@ -129,7 +129,9 @@ def prepare_all(invocation: Invocation, multirun: bool,
     return hydra, prepared, sweep_keys, jobs
 
 
-def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
+def launch(invocation: Invocation, multirun: bool, argv: list[str],
+           after: Callable[[list[Path]], None] | None = None) -> int:
+    """Prepare every job, run them, then hand the run directories to `after` (run --analyze), unless interrupted."""
     # Start-up makes what lives as long as the run (the config, thousands of tasks): the cycle collector, which
     # would rescan the growing heap again and again while it is made, is off; then it is frozen out of the
     # collector's sight (the scheduler freezes it again for the trials and thaws it all when they end), so the
@@ -142,9 +144,12 @@ def launch(invocation: Invocation, multirun: bool, argv: list[str]) -> int:
         gc.enable()
     gc.freeze()
     try:
-        return run_all(invocation, multirun, argv, hydra, prepared, sweep_keys, jobs, composed)
+        code = run_all(invocation, multirun, argv, hydra, prepared, sweep_keys, jobs, composed)
     finally:
         gc.unfreeze()
+    if after is not None:
+        after([p.run_dir for p in prepared.values()])
+    return code
 
 
 def without_unrunnable(summary: dict[str, Any], prepared: PreparedRun) -> dict[str, Any]:

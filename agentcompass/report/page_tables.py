@@ -79,6 +79,10 @@ def setups_table(setups: list[dict[str, Any]]) -> str:
             "$ per attempt", "$ per passing run", "solved", "pass@k<br><small>tasks solved · 95 % interval</small>",
             "pass@1<br><small>attempts passed · 95 % interval</small>", "attempts", "errors",
             "concurrency<br><small>peak / average</small>", "tokens per solved<br><small>in / out</small>", "cost basis"]
+    analysed = any(s.get("analysed") for s in setups)  # `agentcompass analyze` ran on one: its figures beside ours
+    if analysed:
+        head[6:6] = ["solved, not flagged<br><small>by agentcompass analyze</small>",
+                     "$ per solved task, not flagged"]
     rows = []
     for s in setups:
         key = f"setup:{s['setup']}:"
@@ -97,6 +101,7 @@ def setups_table(setups: list[dict[str, Any]]) -> str:
             figure(key + "avg_cost_per_attempt_usd", per_attempt, cls="unknown" if per_attempt == "unknown" else ""),
             figure(key + "cost_per_passing_attempt_usd", per_pass, cls="unknown" if per_pass == "unknown" else ""),
             figure(key + "solved_tasks", f"{s['solved_tasks']} / {s['tasks']}"),
+            *(not_flagged_cells(s, key) if analysed else []),
             figure(key + "solved_rate", percent(s["solved_rate"]), span(s["solved_rate_low"], s["solved_rate_high"], percent)),
             figure(key + "pass_at_1", percent(s["pass_at_1"]), span(s["pass_at_1_low"], s["pass_at_1_high"], percent)),
             figure(key + "attempts", f"{s['attempts']} (k={s['k']})"),
@@ -106,6 +111,15 @@ def setups_table(setups: list[dict[str, Any]]) -> str:
             f'<td class="basis">{escape(s["cost_basis"] or "-")}</td>',
         ]))
     return html_table("table-setups", head, rows, "setups cards")
+
+
+def not_flagged_cells(s: dict[str, Any], key: str) -> list[str]:
+    """Solved and $ per solved task with every flagged pass failed; "not analysed" for a setup analyze never read."""
+    if not s.get("analysed"):
+        return [figure(key + "solved_not_flagged", "not analysed"), figure(key + "cost_per_solved_not_flagged_usd", "-")]
+    per_solved = no_ratio(s, s["cost_per_solved_not_flagged_usd"], "solved_tasks_not_flagged", "n/a: none solved")
+    return [figure(key + "solved_not_flagged", f"{s['solved_tasks_not_flagged']} / {s['tasks']}"),
+            figure(key + "cost_per_solved_not_flagged_usd", per_solved or usd(s["cost_per_solved_not_flagged_usd"]))]
 
 
 def card_row(head: list[str], cells: list[str]) -> str:
