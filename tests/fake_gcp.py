@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 import signal
 import subprocess
 import threading
@@ -549,7 +550,15 @@ class RunningJob:
     """A job whose tasks "run" on this machine: the task script under bash with the job's environment and
     BATCH_TASK_INDEX, `parallelism` at once, each retried up to max_retry_count times, as Batch does."""
 
-    def __init__(self, job: Any) -> None:
+    def __init__(self, job: Any, job_id: str = "job") -> None:
+        # The Batch VM's own firewall (never this host's) and `docker run`s, recorded as a trial VM's are (vm_firewall):
+        # in STATE_DIR/<job id>, so a test reads what each task did to the firewall before its container.
+        self.state = Path(STATE_DIR) / job_id
+        self.state.mkdir(parents=True, exist_ok=True)
+        # A runner container's privileged helper (`docker run --privileged ... -c RULE`) runs RULE here, against the
+        # fake firewall: never a privileged container with this host's network.
+        self.prelude = (vm_firewall(job_id) + f'docker() {{ [ "$1" = run ] && echo "docker $*" >> {self.state}/{VM_EVENTS}; '
+                        'case " $* " in *" --privileged "*) eval "${@: -1}"; return;; esac; command docker "$@"; }\n')
         group = job.task_groups[0]
         spec = group.task_spec
         runnable = spec.runnables[0]
@@ -571,7 +580,7 @@ class RunningJob:
                     return
                 self.states[index] = "RUNNING"
                 dies = "echo 'the VM was preempted' >&2; exit 1\n" if os.environ.get(TASK_FAIL_ENV) else ""
-                script = f"sleep {os.environ.get(TASK_DELAY_ENV, '0')}\n{dies}{self.script}"
+                script = f"sleep {os.environ.get(TASK_DELAY_ENV, '0')}\n{dies}{self.prelude}{self.script}"
                 proc = subprocess.Popen(["bash", "-c", script], env={**os.environ, **self.env, "BATCH_TASK_INDEX": str(index)},
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
                 self.procs.append(proc)
@@ -629,7 +638,7 @@ class BatchServiceClient:
             raise exceptions.AlreadyExists(f"job {created.name} already exists")
         self.jobs[created.name] = created
         if os.environ.get(RUN_TASKS_ENV):
-            running[created.name] = RunningJob(request.job)
+            running[created.name] = RunningJob(request.job, request.job_id)
         return created
 
     def list_jobs(self, request: Any = None, *, parent: str | None = None, retry: Any = None, timeout: Any = None,

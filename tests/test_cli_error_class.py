@@ -17,7 +17,6 @@ import pytest
 from fake_llm_server import FakeLLM
 from test_installed_agents import API_KEY, cli_cache, run_agent  # noqa: F401  (cli_cache: the session fixture)
 
-pytestmark = pytest.mark.slow  # real CLIs from npm (the install is shared with test_installed_agents)
 
 
 def forge_and_kill(status: int) -> str:
@@ -31,7 +30,26 @@ def forge_and_kill(status: int) -> str:
             "p=$(cut -d' ' -f4 /proc/$p/stat); done 2>/dev/null; kill -9 $cli")
 
 
+@pytest.mark.parametrize(("statuses", "code", "expected"), [
+    ([401, 401], 1, "AgentAuthenticationError"),  # the key never worked: not graded
+    ([200, 401], 1, "NonZeroAgentExitCodeError"),  # a 401 after an answer may be a tool's own request: graded
+    ([200, 400], 1, "NonZeroAgentExitCodeError"),  # a malformed request of the agent's own: graded, counted
+    ([400], 1, "BadRequestError"),  # the CLI's very first request refused: the harness's, no valid reward
+    ([200, 429, 429], 1, "ApiRateLimitError"),  # the endpoint's own rate limit, at the end: retried
+    ([503, 200], 1, "NonZeroAgentExitCodeError"),  # a transient 5xx the CLI got past is no outage
+    ([], 0, None),
+])
+def test_the_class_is_the_gateways_record_whatever_the_cli_printed(statuses, code, expected):
+    from agentcompass.harnesses.claude_code import ClaudeCodeHarness
+
+    metered = {"statuses": statuses, "errors_5xx": sum(s >= 500 for s in statuses), "refused": 0, "capped": None}
+    printed = '{"error_status": 401} {"api_error_status": 429}'  # whatever the agent's tools wrote
+    error = ClaudeCodeHarness(version="1").classify(code, False, printed, printed, 60.0, metered)
+    assert (type(error).__name__ if error else None) == expected
+
+
 # Each CLI with a status its printed-output reading knew: 401 (not graded, left out), 429 and 503 (retried).
+@pytest.mark.slow  # real CLIs from npm (the install is shared with test_installed_agents)
 @pytest.mark.parametrize(("harness", "status"), [("claude_code", 401), ("codex", 429), ("opencode", 503)])
 def test_a_forged_endpoint_error_in_the_agents_output_is_a_failed_attempt(harness, status, tmp_path, cli_cache):  # noqa: F811
     llm = FakeLLM(["ls", forge_and_kill(status)], api_key=API_KEY, finish="Done.")

@@ -49,7 +49,8 @@ def test_the_job_is_one_task_group_with_a_container_runnable(client):
     assert runnable.container.image_uri == "us-docker.pkg.dev/p/agentcompass/runner:1"
     assert list(runnable.container.commands) == ["-c", "echo task $BATCH_TASK_INDEX"]
     assert "/var/run/docker.sock" in runnable.container.options
-    assert dict(spec.environment.variables) == {"AGENTCOMPASS_BUCKET": "ac-eval", "AGENTCOMPASS_PREFIX": "agentcompass/r1/"}
+    assert dict(spec.environment.variables) == {"AGENTCOMPASS_BUCKET": "ac-eval", "AGENTCOMPASS_PREFIX": "agentcompass/r1/",
+                                                "AGENTCOMPASS_RUNNER_IMAGE": "us-docker.pkg.dev/p/agentcompass/runner:1"}
     assert (spec.compute_resource.cpu_milli, spec.compute_resource.memory_mib) == (4000, 16384)
     assert spec.max_run_duration.seconds == 3600
     assert request.job.allocation_policy.instances[0].policy.machine_type == "e2-standard-4"

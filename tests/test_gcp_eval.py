@@ -216,3 +216,48 @@ def test_a_rerun_with_retry_errors_regrades_what_batch_gave_up_on(gcp_cli, calc_
     assert trials(run_dir)[IDS["gold"]]["status"] == "passed"
     [create] = [c for c in sdk if c["call"] == "BatchServiceClient.create_job"]
     assert int(create["args"][0]["job"]["task_groups"][0]["task_count"]) == 1  # only the error is regraded
+
+
+def batch_events(sdk: list[dict]) -> tuple[list[str], list[str]]:
+    """What the job's tasks did to their (fake) VM's firewall and `docker run`s, in order, and the rules it holds."""
+    [create] = [c for c in sdk if c["call"] == "BatchServiceClient.create_job"]
+    state = Path(fake_gcp.STATE_DIR) / create["args"][0]["job_id"]
+    rules = state / fake_gcp.VM_RULES
+    return (state / fake_gcp.VM_EVENTS).read_text().splitlines(), rules.read_text().splitlines() if rules.exists() else []
+
+
+@pytest.mark.docker
+def test_batch_blocks_the_metadata_server_before_the_grading_container_starts(gcp_cli, gcs, calc_repo, calc_image,  # noqa: F811
+                                                                              tmp_path):
+    rows = calc_rows(tmp_path / "rows.jsonl", calc_repo, calc_image, "python3")
+    (tmp_path / "preds.json").write_text(json.dumps(predictions_of(calc_repo, ["gold"])))
+    done, sdk = gcp_cli("eval", "swebench_lite", "--predictions", str(tmp_path / "preds.json"), "--env", "gcp",
+                        "--results-dir", str(tmp_path / "res"), "--run-name", "meta",
+                        "--env-params", json.dumps({"batch": {"bucket": BUCKET}}),
+                        "--benchmark-params", json.dumps({"path": str(rows), "sample_ids": [IDS["gold"]]}))
+    assert done.returncode == 0, done.stderr
+    row = trials(tmp_path / "res" / "meta" / "swebench_lite__predictions__my-model__gcp")[IDS["gold"]]
+    assert row["status"] == "passed", row  # the honest control: grading is unchanged
+    events, rules = batch_events(sdk)
+    drop = "DOCKER-USER -d 169.254.169.254/32 -j DROP"
+    assert drop in rules
+    grading = next(i for i, e in enumerate(events) if e.startswith("docker run -d"))
+    assert f"iptables -I {drop}" in events[:grading]
+
+
+@pytest.mark.docker
+def test_no_grading_container_starts_where_batch_cannot_block_the_metadata_server(gcp_cli, gcs, calc_repo,  # noqa: F811
+                                                                                   calc_image, tmp_path):
+    rows = calc_rows(tmp_path / "rows.jsonl", calc_repo, calc_image, "python3")
+    (tmp_path / "preds.json").write_text(json.dumps(predictions_of(calc_repo, ["gold"])))
+    params = {"batch": {"bucket": BUCKET, "max_retry_count": 0}}
+    done, sdk = gcp_cli("eval", "swebench_lite", "--predictions", str(tmp_path / "preds.json"), "--env", "gcp",
+                        "--results-dir", str(tmp_path / "res"), "--run-name", "nofw", "--env-params", json.dumps(params),
+                        "--benchmark-params", json.dumps({"path": str(rows), "sample_ids": [IDS["gold"]]}),
+                        extra_env={fake_gcp.NO_FIREWALL_ENV: "1"})
+    assert done.returncode == 0, done.stderr
+    row = trials(tmp_path / "res" / "nofw" / "swebench_lite__predictions__my-model__gcp")[IDS["gold"]]
+    assert (row["status"], row["error_category"]) == ("error", "infra"), row
+    assert "cannot block the metadata server" in row["message"]
+    events, _ = batch_events(sdk)
+    assert not [e for e in events if e.startswith("docker run -d")]

@@ -3,7 +3,9 @@
 Harbor 0.26 (harbor/trial/trial.py `_resolve_timeout_sec`): a phase's limit is min(base, cap) x multiplier, where
 the multiplier is the phase's own (`agent_timeout_multiplier`, `verifier_timeout_multiplier`,
 `agent_setup_timeout_multiplier`, `environment_build_timeout_multiplier`) or else `timeout_multiplier`, and the
-caps are the agent's and the verifier's `max_timeout_sec`. Applied once to the loaded tasks, before the run's
+caps are the agent's and the verifier's `max_timeout_sec`. A harness's own agent limit (an installed CLI's
+`timeout_s`, Harbor's `override_timeout_sec`) replaces the task's base and is capped and multiplied the same way
+(Task.agent_limit_s). Applied once to the loaded tasks, before the run's
 fingerprint, so every harness, format and provider reads the effective limits from the task.
 """
 
@@ -50,7 +52,9 @@ def scaled(task: "Task", run: "RunConfig") -> "Task":
     setup = run.agent_setup_timeout_multiplier
     return replace(task, agent_timeout_s=agent(task.agent_timeout_s), verify_timeout_s=verify(task.verify_timeout_s),
                    build_timeout_s=resolve(task.build_timeout_s, run.environment_build_timeout_multiplier, m),
-                   agent_setup_scale=setup if setup is not None else m, data=data)
+                   agent_setup_scale=setup if setup is not None else m, data=data,
+                   agent_timeout_scale=run.agent_timeout_multiplier if run.agent_timeout_multiplier is not None else m,
+                   agent_timeout_cap_s=run.agent_max_timeout_sec)
 
 
 def changes_limits(run: "RunConfig") -> bool:

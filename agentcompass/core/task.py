@@ -38,6 +38,8 @@ class Task:
     verify_timeout_s: float | None = None
     build_timeout_s: float | None = None
     agent_setup_scale: float = 1.0  # the run's agent-setup timeout multiplier, for a harness's own setup limit
+    agent_timeout_scale: float = 1.0  # the run's agent timeout multiplier and cap (core/limits.py), for a harness's
+    agent_timeout_cap_s: float | None = None  # own agent limit in place of the task's (agent_limit_s)
     compose: ComposeSpec | None = None  # docker-compose services around the sandbox
     image_entrypoint: bool = True  # see SandboxSpec
     # What the task hands its agent beyond the shell, by field (Harbor's mcp_servers, skills_dir): only a
@@ -71,6 +73,14 @@ class Task:
             compose=self.compose,
             image_entrypoint=self.image_entrypoint,
         )
+
+    def agent_limit_s(self, own_s: float | None) -> float | None:
+        """The agent's limit when a harness sets its own (an installed CLI's `timeout_s`, Harbor's
+        `override_timeout_sec`): it replaces the task's base and, as Harbor takes it, is capped and multiplied as the
+        task's is; None: the task's (already scaled)."""
+        if own_s is None:
+            return self.agent_timeout_s
+        return min(own_s, self.agent_timeout_cap_s or float("inf")) * self.agent_timeout_scale
 
     def lifetime_s(self, harness_limit_s: float | None = None) -> float | None:
         """How long a sandbox may live at most: every phase's timeout plus a margin for staging; the agent's

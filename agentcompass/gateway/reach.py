@@ -45,12 +45,6 @@ def network_gateway(endpoint: dict[str, Any], network: Callable[[], dict[str, An
     return next((str(c["Gateway"]) for c in config if "." in (c.get("Gateway") or "")), None)
 
 
-def local_offline_refusal(task_id: str) -> str:
-    return (f"task '{task_id}' has no internet, and on env local (bwrap) that leaves it no network at all, not even "
-            "the model gateway; run it with --env docker (a network that reaches only this host) or "
-            "--env-params '{\"isolation\": \"none\"}'")
-
-
 def bind_host(resolved: "ResolvedConfig") -> str | None:
     """The address the gateway listens on from the start: run.gateway.host when given; with a public URL (a tunnel),
     the URL's own address when it is one of this machine's, else 127.0.0.1 (where tunnels such as `ssh -R` connect);

@@ -10,7 +10,8 @@ counted (`errors_5xx`), so the harness can call an outage infra; a 401 passes th
 answered each call with (`statuses`): the installed harnesses read the error class from it, never from what the
 agent printed (harnesses/installed.py).
 
-Reachability: a local sandbox reaches it on 127.0.0.1; a docker container through its network's
+Reachability: a local sandbox reaches it on 127.0.0.1 (under bwrap only its port, forwarded into the sandbox's own
+network namespace, also for a task without internet, which reaches nothing else); a docker container through its network's
 gateway address (a task without internet is moved from `none` onto the run's internal network,
 which reaches this host but nothing beyond it); other sandboxes through `run.gateway.public_url`.
 """
@@ -31,8 +32,7 @@ from agentcompass.gateway import gemini
 from agentcompass.gateway.app import Upstream, build_app, cleared_fields
 from agentcompass.gateway.caps import MAX_IN_FLIGHT, RunSpend, SpendCaps
 from agentcompass.gateway.listener import Listener
-from agentcompass.gateway.reach import (LOOPBACK, WILDCARDS, bind_host, check_caps_priced, local_offline_refusal,
-                                        network_gateway)
+from agentcompass.gateway.reach import LOOPBACK, WILDCARDS, bind_host, check_caps_priced, network_gateway
 from agentcompass.gateway.policy import RequestPolicy, output_limit, tier_extensions
 
 if TYPE_CHECKING:
@@ -194,10 +194,13 @@ def check_gateway(resolved: "ResolvedConfig", tasks: list["Task"], provider: Any
     upstream_of(resolved.model)
     check_caps_priced(resolved)
     env = resolved.env.impl or resolved.env.name
-    if env == "local" and getattr(provider, "isolation", None) == "bwrap":  # no URL reaches a sandbox without a network
-        offline = [t.id for t in tasks if not t.allow_internet]
-        if offline:
-            raise UserError(local_offline_refusal(offline[0]))
+    if env == "local" and getattr(provider, "isolation", None) == "bwrap":  # its port reaches the sandbox through pasta
+        from agentcompass.providers.local.network import has_user_networking
+
+        if not has_user_networking():
+            raise UserError(f"harness '{resolved.harness.name}' reaches the model gateway from a bubblewrap sandbox "
+                            "through user-mode networking (pasta, Debian package passt): apt-get install passt, "
+                            "or run with --env docker")
     public_url = resolved.run.gateway.public_url
     if public_url:
         if not public_url.startswith(("http://", "https://")):
@@ -346,9 +349,9 @@ class Gateway:
         if callable(exposed) and (address := exposed()):
             return str(address)
         if isinstance(inner, LocalSandbox):
-            if inner.isolation == "bwrap" and not inner.spec.allow_internet:
-                raise UserError(local_offline_refusal(inner.spec.name))
-            inner.forward_host_port(self.port)  # bwrap's network namespace reaches this one port of the host's loopback
+            # bwrap's network namespace reaches this one port of the host's loopback, with or without internet (without,
+            # pasta configures no interface: the forwarded port on the sandbox's loopback is all the network it has)
+            inner.forward_host_port(self.port)
             return LOOPBACK if self.host in (*WILDCARDS, "localhost") else self.host
         if isinstance(inner, DockerSandbox):
             return self._docker_host_for(inner)
@@ -401,5 +404,5 @@ class Gateway:
         return name
 
 
-__all__ = ["Gateway", "GatewayEndpoint", "TrialMeter", "bind_host", "check_gateway", "local_offline_refusal",
+__all__ = ["Gateway", "GatewayEndpoint", "TrialMeter", "bind_host", "check_gateway",
            "network_gateway", "upstream_of"]

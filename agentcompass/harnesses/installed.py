@@ -7,7 +7,7 @@ no Node and no internet: the binary alone goes in, gzipped,
 through the sandbox's file API, and is unpacked under AGENT_DIR. Configure: the endpoint and key are
 written into the sandbox as the CLI's own config file and an env file (mode 600) that the command
 sources, so no command line shows the key; AGENT_DIR is removed after the run. Run: headless, in the
-task's workdir, the task's agent timeout (or `timeout_s`) as a hard limit; stdout (the CLI's JSON
+task's workdir, the task's agent timeout (or `timeout_s`, multiplied as the task's is) as a hard limit; stdout (the CLI's JSON
 events) is kept in the trial dir as `<harness>.jsonl`, stderr as `agent.log`, the key scrubbed.
 
 The endpoint is the run's model gateway when the runner gives the trial one (`trial.gateway`), else the
@@ -161,7 +161,9 @@ class InstalledAgent:
         return shlex.join(self.settings.args)
 
     def time_limit_s(self, task: Task) -> float | None:
-        return self.settings.timeout_s or task.agent_timeout_s
+        """`timeout_s` in place of the task's agent timeout, capped and multiplied by the run's agent multiplier as
+        the task's is (Harbor's `override_timeout_sec`); else the task's."""
+        return task.agent_limit_s(self.settings.timeout_s)
 
     def run(
         self, task: Task, sandbox: "Sandbox", model: "ModelConfig", trial: "TrialContext", task_format: "TaskFormat"

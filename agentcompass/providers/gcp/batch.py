@@ -32,7 +32,7 @@ class BatchSettings(Strict):
     machine_type: str = "e2-standard-4"  # per task group; 4 vCPU, 16 GB as CooperBench uses
     cpu_milli: PositiveInt = 4000  # one task's share: one task per VM
     memory_mib: PositiveInt = 15 * 1024  # the VM keeps some of its 16 GB for itself
-    runner_image: str | None = None  # None: the task script runs on the Batch VM; else in this image (bash, curl, docker CLI)
+    runner_image: str | None = None  # None: the task script runs on the Batch VM; else in this image (bash, curl, docker CLI, iptables)
     vm_image: str = "batch-debian"  # the Batch VM's OS image (has Docker and curl)
     # The Batch VMs' boot disk, in GB: at least this, more when the instance images are known to be larger
     # (twice the largest image the local engine holds, plus room). Each task removes its image when done, as
@@ -61,7 +61,14 @@ def boot_disk_gb(floor: int, images: list[str]) -> int:
 
 
 def task_script() -> str:
-    return TASK_SCRIPT.read_text(encoding="utf-8")
+    """The task script, with the trial VMs' metadata-server rule (vm.metadata_block) in it."""
+    import shlex
+
+    from agentcompass.providers.gcp.vm import metadata_block
+
+    rule = metadata_block()
+    return (TASK_SCRIPT.read_text(encoding="utf-8").replace("@METADATA_BLOCK_QUOTED@", shlex.quote(rule))
+            .replace("@METADATA_BLOCK@", rule))
 
 
 def job_definition(*, script: str, task_count: int, parallelism: int, machine_type: str,
@@ -73,7 +80,8 @@ def job_definition(*, script: str, task_count: int, parallelism: int, machine_ty
     the runner container with the VM's Docker socket (either way it starts the instance's own image)."""
     from google.cloud import batch_v1
 
-    if runner_image:
+    if runner_image:  # the task script blocks the metadata server through a privileged helper of this image
+        environment = {**environment, "AGENTCOMPASS_RUNNER_IMAGE": runner_image}
         runnable = batch_v1.Runnable(container=batch_v1.Runnable.Container(
             image_uri=runner_image, entrypoint="/bin/bash", commands=["-c", script],
             options="-v /var/run/docker.sock:/var/run/docker.sock"))

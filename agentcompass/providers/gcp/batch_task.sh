@@ -3,7 +3,7 @@
 # Its inputs are in GCS under $AGENTCOMPASS_PREFIX/inputs/<index>/ (task.env: the instance image,
 # workdir, container environment and the command; files.tar: what goes into the container), its
 # outputs go to .../tasks/<index>/, `done` last. A non-zero exit is an infra failure: Batch retries.
-# Needs bash, curl and docker; on GCP the VM's service account token reads and writes the bucket.
+# Needs bash, curl, docker and iptables; on GCP the VM's service account token reads and writes the bucket.
 set -uo pipefail
 index="${BATCH_TASK_INDEX:?set by GCP Batch}"
 endpoint="${AGENTCOMPASS_GCS_ENDPOINT:-https://storage.googleapis.com}"
@@ -36,6 +36,16 @@ if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
   pulled="$IMAGE"
 fi
 docker rm -f "$container" >/dev/null 2>&1  # a retried task's leftover
+# The grading container must not reach the metadata server (the VM's identity and its account's token), as on trial
+# VMs: its packets there are dropped (DOCKER-USER) before it starts, and it never starts when they cannot be. In a
+# runner container the rule goes into the VM's network namespace through a privileged helper of the runner image.
+if [ -n "${AGENTCOMPASS_RUNNER_IMAGE:-}" ]; then
+  block_metadata() { docker run --rm --privileged --network host --entrypoint /bin/bash "$AGENTCOMPASS_RUNNER_IMAGE" \
+                       -c @METADATA_BLOCK_QUOTED@; }
+else
+  block_metadata() { @METADATA_BLOCK@; }
+fi
+block_metadata >/dev/null 2>&1 || { echo "task $index: cannot block the metadata server from containers" >&2; exit 1; }
 docker run -d --name "$container" --label "agentcompass-batch=${AGENTCOMPASS_JOB:-job}" --init -w "$WORKDIR" \
   "${CONTAINER_ENV[@]}" --entrypoint /bin/sh "$IMAGE" -c 'trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done' \
   >/dev/null || { echo "task $index: cannot start $IMAGE" >&2; exit 1; }
