@@ -308,7 +308,8 @@ def test_reasoning_tiers_reach_the_endpoint_through_the_gateway(tmp_path, cli_ca
     llm = FakeLLM(FIX_COMMANDS, finish="Fixed.")
     with FakeLLMServer(llm) as server:
         proc = run_cli("run", "demo", "opencode", "glm-5.2", "-m", "model.reasoning=none,high,max", "--env", "local",
-                       # the demo task is offline: under bwrap it would have no network, not even the gateway
+                       # without bubblewrap: the sweep's three jobs share one host network (bwrap's offline
+                       # gateway reach is tests/test_local_gateway_offline.py's)
                        "--env-params", json.dumps({"isolation": "none"}),
                        "--model-base-url", server.base_url, "--benchmark-params", json.dumps({"sample_ids": [TASK]}),
                        f"harness.cache_dir={cli_cache}", "--results-dir", str(tmp_path / "results"),

@@ -108,8 +108,8 @@ def test_under_a_cap_an_attempt_has_a_bounded_number_of_calls_in_flight(upstream
 
 # -- end to end: an agent that never stops on its own -------------------------------------------------------------
 def looper_args(tmp_path: Path, url: str, *extra: str, env: str = "local") -> list[str]:
-    """`run demo gateway_looper glm-5.2` on one task; env bwrap: the task with internet (bubblewrap gives a task
-    without internet no network at all, not even the gateway's)."""
+    """`run demo gateway_looper glm-5.2` on one task; env bwrap: the task with internet (its own network through
+    pasta; an offline task would reach only the gateway's one port, which this test does not need to show)."""
     folder = tmp_path / "config" / "harnesses"
     folder.mkdir(parents=True, exist_ok=True)
     recipe = "demo"
