@@ -125,9 +125,14 @@ def test_kimi_clis_own_loader_reads_the_config_and_takes_the_key_from_the_enviro
 @pytest.mark.slow
 def test_kimi_cli_fixes_the_offline_demo_task_on_docker(tmp_path, bundles, base_image):  # noqa: F811
     """The shipped task (no internet) on docker's default bridge, kimi-cli from its PyPI bundle on the bundled
-    CPython, the scripted server behind the run's gateway: solved, the server's tokens and cost, no key anywhere."""
+    CPython, the scripted server behind the run's gateway: solved, the server's tokens and cost, no key anywhere; the
+    tier on every request (the gateway sets it), each one the chat completions API takes (the openai SDK's types)."""
+    from api_requests import problems
+
     llm = FakeLLM(FIX_COMMANDS, api_key=API_KEY, finish="Fixed.")
-    trial, directory, watch = run_cli_agent(tmp_path, bundles, "kimi_cli", llm, env="docker")
+    trial, directory, watch = run_cli_agent(tmp_path, bundles, "kimi_cli", llm, "model.reasoning=high", env="docker")
     assert_solved(trial, directory, llm, "kimi_cli", watch, preset="gpt-5")
     assert all(r.body.get("stream") is True for r in llm.successes)
+    assert {r.body.get("reasoning_effort") for r in llm.requests + llm.checks} == {"high"}
+    assert [p for r in llm.requests + llm.checks for p in problems("chat", r.body)] == []
     assert (directory / "tasks" / TASK / "attempt-1" / "kimi_cli.jsonl").read_text().count('"role":"assistant"') >= 3
