@@ -43,6 +43,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "acp": "agentcompass.harnesses.acp:AcpHarness",
         "aider": "agentcompass.harnesses.aider:AiderHarness",
         "mistral_vibe": "agentcompass.harnesses.mistral_vibe:MistralVibeHarness",
+        "kimi_cli": "agentcompass.harnesses.kimi_cli:KimiCliHarness",
         "qwen_code": "agentcompass.harnesses.qwen_code:QwenCodeHarness",
         "cline": "agentcompass.harnesses.cline:ClineHarness",
         "kimi_code": "agentcompass.harnesses.kimi_code:KimiCodeHarness",
