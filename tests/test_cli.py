@@ -172,7 +172,7 @@ def test_list_shows_builtins_and_user_entries(cli, tmp_path):
     (user / "recipes" / "mine.yaml").write_text("name: mine\ndescription: my own benchmark\nformat: harbor\n")
     result = cli("list", "--config-dir", str(user))
     assert result.returncode == 0
-    assert "demo" in result.stdout and re.search(r"^  mine +my own benchmark$", result.stdout, re.M)
+    assert "demo" in result.stdout and re.search(r"^  mine +my own benchmark  \[yours \(", result.stdout, re.M)
     assert "oracle" in result.stdout and "local" in result.stdout
     assert cli("list", "envs").stdout.splitlines()[0] == "envs:"
 

@@ -118,7 +118,8 @@ def test_env_check_help_gives_env_no_default_and_cleanup_help_lists_its_envs():
     env_help = " ".join(run_cli("env", "check", "--help").stdout.split())
     assert "default local" not in env_help and "ENV execution environment: local, docker" in env_help, env_help
     cleanup_help = " ".join(run_cli("cleanup", "--help").stdout.split())
-    assert "--env ENV execution environment to clean up: docker, modal, gcp (default docker)" in cleanup_help
+    assert ("--env ENV execution environment to clean up: docker, podman, modal, gcp, kubernetes (default docker)"
+            in cleanup_help)
 
 
 def test_the_results_line_comes_after_the_summary(tmp_path):

@@ -19,8 +19,9 @@ def host_overlay(tmp_path: Path) -> Path:
 
 
 def table(stdout: str) -> dict[str, str]:
-    """Task -> its verdict column, from the printed table."""
-    rows = [line.split(None, 3) for line in stdout.splitlines()[1:] if line and not line.startswith("results:")]
+    """Task -> its verdict column, from the printed table (not its summary line, `validated ...`, nor `results:`)."""
+    rows = [line.split(None, 3) for line in stdout.splitlines()[1:]
+            if line and not line.startswith(("results:", "validated "))]
     return {row[0]: row[3] for row in rows}
 
 
