@@ -70,13 +70,18 @@ def test_an_oom_killed_agent_command_is_recorded_in_the_trial_details(cli, base_
     assert trial["details"]["oom_kills"] >= 1
 
 
+MAX_KILLS = 16  # the test asserts at least 10: enough kills at every phase of a trial, and a run that can end
+
+
 def kill_at_random(run_name: str, until_done: Path, stop_after: int, stop: threading.Event, kills: list[str]) -> None:
     """Every 0.5-1 s, SIGKILL one running container of this run (chosen by its run label), until
-    `stop_after` trials are recorded: the last few then run alone, and a lone trial killed every
-    second would never finish."""
+    `stop_after` trials are recorded or MAX_KILLS containers are dead: the last few then run alone, and a lone
+    trial killed every second would never finish. The kill count is bounded too because the rate is fixed in
+    seconds: on a loaded machine a trial takes longer than the gap between kills and would be killed again and
+    again (a livelock of the test, not of the run)."""
     while not stop.wait(random.uniform(0.5, 1.0)):
         done = until_done.read_text().count("\n") if until_done.exists() else 0
-        if done >= stop_after:
+        if done >= stop_after or len(kills) >= MAX_KILLS:
             return
         running = subprocess.run(["docker", "ps", "-q", "--filter", f"label=run={run_name}", "--filter", "status=running"],
                                  capture_output=True, text=True).stdout.split()
